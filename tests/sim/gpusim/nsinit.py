@@ -1,0 +1,78 @@
+# Copyright: (c) 2026, gpuops maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PID 1 of a sandbox (run by unshare, see sandbox.py): builds the private /dev, starts the
+decoy GPU daemons, reports ready, then reaps orphans until the sandbox is killed.
+
+Usage: nsinit.py CONFIG_JSON, with keys staging, gpus, decoys ({name: [exe, dev...]}), ready.
+"""
+
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+
+MS_BIND, MS_MOVE = 4096, 8192
+REAL_DEVICES = ("null", "zero", "random", "urandom", "tty", "full")
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def mount(source, target, fstype=None, flags=0, data=None):
+    enc = lambda s: s.encode() if s is not None else None  # noqa: E731
+    if _libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, "mount %s on %s: %s" % (source, target, os.strerror(err)))
+
+
+def build_dev(staging, gpus):
+    """A tmpfs /dev: real character devices bound in, fake NVIDIA device files."""
+    os.makedirs(staging, exist_ok=True)
+    mount("tmpfs", staging, "tmpfs", 0, "mode=755,size=16m")
+    for name in REAL_DEVICES:
+        path = os.path.join(staging, name)
+        open(path, "w").close()
+        mount("/dev/" + name, path, None, MS_BIND)
+    for sub, fstype, data in (("pts", "devpts", "newinstance,ptmxmode=0666,mode=620"),
+                              ("shm", "tmpfs", "mode=1777")):
+        os.mkdir(os.path.join(staging, sub))
+        mount(fstype, os.path.join(staging, sub), fstype, 0, data)
+    for link, target in (("ptmx", "pts/ptmx"), ("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, os.path.join(staging, link))
+    nodes = ["nvidia%d" % i for i in range(gpus)]
+    nodes += ["nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset"]
+    for name in nodes:
+        fd = os.open(os.path.join(staging, name), os.O_CREAT | os.O_WRONLY, 0o666)
+        os.close(fd)
+        os.chmod(os.path.join(staging, name), 0o666)
+    mount(staging, "/dev", None, MS_MOVE)
+
+
+def main():
+    config = json.loads(sys.argv[1])
+    build_dev(config["staging"], config["gpus"])
+    decoys = {}
+    for name, argv in sorted(config["decoys"].items()):
+        decoys[name] = subprocess.Popen(argv, cwd="/", stdin=subprocess.DEVNULL).pid
+    tmp = config["ready"] + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump({"decoys": decoys}, f)
+    os.replace(tmp, config["ready"])
+
+    # No handlers: the kernel then drops every signal sent to a namespace's init from inside it,
+    # so no kill inside the sandbox can tear it down; only SIGKILL from the host ends it.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+    while True:
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
+        signal.sigwaitinfo({signal.SIGCHLD})
+
+
+if __name__ == "__main__":
+    main()
