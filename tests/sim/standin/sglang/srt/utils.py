@@ -1,0 +1,94 @@
+# Copyright: (c) 2026, gpuops maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Process helpers shared by the server and its children, plus the simulation switches."""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import sys
+import threading
+
+FAULTS = ("ignore_sigterm", "orphan", "defunct", "devholder", "crash_on_load", "slow_exit")
+PR_SET_PDEATHSIG = 1
+
+
+def faults() -> set:
+    """The fault switches named in GPUSIM_SGLANG_FAULTS (comma list); unknown names are an error."""
+    names = {f.strip() for f in os.environ.get("GPUSIM_SGLANG_FAULTS", "").split(",") if f.strip()}
+    unknown = names - set(FAULTS)
+    if unknown:
+        raise ValueError("GPUSIM_SGLANG_FAULTS: unknown fault(s) %s; known: %s"
+                         % (", ".join(sorted(unknown)), ", ".join(FAULTS)))
+    return names
+
+
+def env_float(name: str, default: float) -> float:
+    value = os.environ.get(name, "").strip()
+    return float(value) if value else default
+
+
+def get_bool_env_var(name: str, default: str = "false") -> bool:
+    return os.environ.get(name, default).strip().lower() in ("1", "true", "yes", "on")
+
+
+def configure_logger(log_level: str, prefix: str = "") -> None:
+    """SGLang's log format: "[2026-01-01 12:00:00 TP0] message" on stderr."""
+    logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO),
+                        format="[%%(asctime)s%s] %%(message)s" % prefix,
+                        datefmt="%Y-%m-%d %H:%M:%S", force=True)
+
+
+def kill_itself_when_parent_died() -> None:
+    """Ask the kernel to SIGKILL this process when its parent dies (as SGLang's children do)."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _children_map() -> dict:
+    children = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name) as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        children.setdefault(ppid, []).append(int(name))
+    return children
+
+
+def descendants(pid: int) -> list:
+    """Every descendant of PID, parents before their children."""
+    children, result, todo = _children_map(), [], [pid]
+    while todo:
+        for child in children.get(todo.pop(0), []):
+            result.append(child)
+            todo.append(child)
+    return result
+
+
+def kill_process_tree(parent_pid: int = None, include_parent: bool = True) -> None:
+    """SIGKILL every descendant of PARENT_PID, then PARENT_PID itself when INCLUDE_PARENT."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    if parent_pid is None:
+        parent_pid, include_parent = os.getpid(), False
+    for child in descendants(parent_pid):
+        try:
+            os.kill(child, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    if include_parent:
+        try:
+            os.kill(parent_pid, signal.SIGKILL)
+            if parent_pid == os.getpid():
+                sys.exit(0)
+            os.kill(parent_pid, signal.SIGQUIT)
+        except ProcessLookupError:
+            pass

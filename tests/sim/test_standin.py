@@ -1,0 +1,390 @@
+# Copyright: (c) 2026, gpuops maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The SGLang stand-in, run for real inside sandboxes: flags, process tree, GPU memory seen
+through pynvml and the NVML double, HTTP endpoints, shutdown semantics and fault switches."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+
+import pytest
+import yaml
+
+from gpusim import standin
+from gpusim.nvml import SIM_DIR
+from gpusim.sandbox import VENV_PYTHON
+from gpusim.standin import Launch
+
+pytestmark = pytest.mark.slow
+
+PYTHON = VENV_PYTHON if os.path.exists(VENV_PYTHON) else None
+TOTAL_MIB, GPUS = 143771, 4
+SERVER_MIB = int(0.88 * TOTAL_MIB)
+UNBALANCED = "The memory capacity is unbalanced. Some GPUs may be occupied by other processes."
+
+_FDS_SNIPPET = r"""
+import json, os, sys
+out = {}
+for pid in sys.argv[1:]:
+    try:
+        out[pid] = sorted(os.readlink("/proc/%s/fd/%s" % (pid, fd)) for fd in os.listdir("/proc/%s/fd" % pid))
+    except OSError:
+        out[pid] = None
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture
+def model(tmp_path):
+    return standin.make_model_dir(str(tmp_path / "model"))
+
+
+@pytest.fixture
+def launch(sandbox, model):
+    """Start stand-in servers in the sandbox; whatever is left of them is killed at teardown."""
+    started = []
+
+    def start(*args, env=None, **kwargs) -> Launch:
+        srv = Launch(sandbox, model, args=args, env=env, python=PYTHON, **kwargs).start()
+        started.append(srv)
+        return srv
+
+    yield start
+    for srv in started:
+        srv.stop()
+
+
+def wait_until(predicate, timeout=30, what="condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out after %ss waiting for %s" % (timeout, what))
+        time.sleep(0.05)
+
+
+def nvml(sb) -> list:
+    """Per GPU what pynvml reads through the double, asked from inside the sandbox."""
+    result = sb.run([PYTHON, "-m", "gpusim.nvml", "--state", sb.state_dir, "describe"],
+                    capture_output=True, text=True, check=True)
+    return json.loads(result.stdout)["nvml"]
+
+
+def used(sb) -> list:
+    return [gpu["used_mib"] for gpu in nvml(sb)]
+
+
+def open_files(sb, pids) -> dict:
+    result = sb.run([PYTHON, "-c", _FDS_SNIPPET] + [str(p) for p in pids], capture_output=True, text=True,
+                    check=True)
+    return {int(k): v for k, v in json.loads(result.stdout).items()}
+
+
+def environ_of(sb, pids) -> dict:
+    code = ("import json, sys; print(json.dumps({p: open('/proc/%s/environ' % p, 'rb').read()"
+            ".decode(errors='replace') for p in sys.argv[1:]}))")
+    result = sb.run([PYTHON, "-c", code] + [str(p) for p in pids], capture_output=True, text=True, check=True)
+    return {int(k): v for k, v in json.loads(result.stdout).items()}
+
+
+def titles(procs) -> list:
+    return sorted(" ".join(p["cmdline"]).strip() for p in procs if p["cmdline"])
+
+
+def in_background(fn, *args):
+    """Run FN in a thread; the returned dict gets "result" when it is done."""
+    box = {}
+    thread = threading.Thread(target=lambda: box.update(result=fn(*args)), daemon=True)
+    thread.start()
+    box["thread"] = thread
+    return box
+
+
+def run_cli(args, timeout=30):
+    """The stand-in's command line on its own: parsing fails before any process is started."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([standin.standin_root(), SIM_DIR]))
+    return subprocess.run([PYTHON, "-m", "sglang.launch_server"] + args, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+# -- command line --
+
+def test_help_lists_the_flags():
+    result = run_cli(["--help"])
+    assert result.returncode == 0
+    for flag in ("--model-path", "--host", "--port", "--tp-size", "--tensor-parallel-size", "--mem-fraction-static",
+                 "--cuda-graph-max-bs", "--cuda-graph-backend-prefill", "--cuda-graph-backend-decode",
+                 "--disable-cuda-graph", "--enable-metrics", "--config", "--served-model-name", "--dp-size",
+                 "--speculative-algorithm"):
+        assert flag in result.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--enable-cuda-graph"], "unrecognized arguments: --enable-cuda-graph"),
+    (["--cuda-graph-backend-decode", "sometimes"], "invalid choice: 'sometimes'"),
+])
+def test_bad_flags_exit_with_argparse_message(model, args, message):
+    result = run_cli(["--model-path", model] + args)
+    assert result.returncode == 2
+    assert "usage: launch_server.py" in result.stderr and message in result.stderr
+
+
+def test_missing_model_directory_fails_like_transformers(tmp_path):
+    result = run_cli(["--model-path", str(tmp_path / "nowhere")])
+    assert result.returncode == 1
+    assert "OSError: Can't load the configuration of '%s'" % (tmp_path / "nowhere") in result.stderr
+
+
+def test_sglang_console_script(tmp_path):
+    copy = standin.install(str(tmp_path / "copy"))
+    script = os.path.join(copy, "bin", "sglang")
+    result = subprocess.run([PYTHON, script, "serve", "--help"], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0 and result.stdout.startswith("usage: sglang serve")
+    result = subprocess.run([PYTHON, script, "launch"], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2 and "invalid choice: 'launch'" in result.stderr
+
+
+# -- a running server --
+
+def test_tp4_process_tree_devices_and_gpu_memory(sandbox, launch):
+    srv = launch("--tp-size", "4", env={"GPUOPS_MARKER": "run-42"}).wait_ready()
+    tree = srv.tree()
+    launcher = [p for p in tree if p["pid"] == srv.pid][0]
+    assert launcher["cmdline"][1:3] == ["-m", "sglang.launch_server"]
+    assert {"sglang::scheduler_TP0", "sglang::scheduler_TP1", "sglang::scheduler_TP2", "sglang::scheduler_TP3",
+            "sglang::detokenizer"} <= set(titles(tree))
+    schedulers = {" ".join(p["cmdline"]).strip(): p for p in tree if "scheduler" in " ".join(p["cmdline"])}
+    assert {p["comm"] for p in schedulers.values()} == {"sglang::schedul"}
+    assert all(p["ppid"] == srv.pid for p in schedulers.values())
+    files = open_files(sandbox, [p["pid"] for p in schedulers.values()])
+    for rank in range(4):
+        assert "/dev/nvidia%d" % rank in files[schedulers["sglang::scheduler_TP%d" % rank]["pid"]]
+    gpus = nvml(sandbox)
+    assert [g["used_mib"] for g in gpus] == [SERVER_MIB] * 4
+    for rank in range(4):
+        holders = gpus[rank]["processes"]
+        assert holders == [{"pid": schedulers["sglang::scheduler_TP%d" % rank]["pid"], "used_mib": SERVER_MIB}]
+
+    environ = environ_of(sandbox, [srv.pid] + [p["pid"] for p in schedulers.values()])
+    assert "GPUOPS_MARKER=run-42" in environ[srv.pid]
+    assert not any("GPUOPS_MARKER" in environ[p["pid"]] for p in schedulers.values()), \
+        "setproctitle overwrites what /proc/PID/environ shows (no SPT_NOENV=1)"
+
+    srv.signal("KILL")  # the children die with their parent (PR_SET_PDEATHSIG)
+    wait_until(lambda: not srv.tree(), what="the tree to die with its launcher")
+    assert used(sandbox) == [0] * GPUS
+
+
+def test_startup_health_and_endpoints(sandbox, launch, tmp_path):
+    config = tmp_path / "server.yaml"
+    config.write_text(yaml.safe_dump({"mem-fraction-static": 0.5, "tp_size": 2, "cuda-graph-max-bs": 16,
+                                      "served-model-name": "llama-sim", "enable-metrics": True}))
+    srv = launch("--config", str(config), "--cuda-graph-max-bs", "64", "--disable-cuda-graph",
+                 env={"GPUSIM_SGLANG_LOAD_SECONDS": "1.0", "GPUSIM_SGLANG_WARMUP_SECONDS": "0.8"})
+    seen = []
+    wait_until(lambda: seen.append(srv.get("/health", timeout=5)[0]) or seen[-1] == 200, what="/health 200")
+    assert seen[0] is None, "the port opens only after the model is loaded"
+    assert 503 in seen and seen.index(503) < seen.index(200)
+    log = srv.log()
+    assert "--disable-cuda-graph is deprecated" in log
+    assert log.index("Uvicorn running on") < log.index("The server is fired up and ready to roll!")
+
+    status, info = srv.get("/server_info")
+    assert status == 200
+    assert info["mem_fraction_static"] == 0.5 and info["tp_size"] == 2 and info["cuda_graph_max_bs"] == 64
+    assert info["cuda_graph_backend_prefill"] == info["cuda_graph_backend_decode"] == "disabled"
+    assert info["port"] == srv.port and info["model_path"].endswith("model") and info["version"].startswith("0.5.")
+    assert srv.get("/get_server_info")[1]["mem_fraction_static"] == 0.5
+    assert used(sandbox) == [int(0.5 * TOTAL_MIB)] * 2 + [0] * 2
+
+    assert srv.get("/v1/models")[1]["data"][0]["id"] == "llama-sim"
+    assert srv.get("/model_info")[1]["architectures"] == ["LlamaForCausalLM"]
+    assert srv.get("/health_generate")[0] == 200 and srv.get("/ready")[0] == 200
+    status, out = srv.post("/generate", {"text": "hello there", "sampling_params": {"max_new_tokens": 7}})
+    assert status == 200 and out["meta_info"]["completion_tokens"] == 7 and len(out["output_ids"]) == 7
+    assert srv.post("/generate", {"text": "hello there", "sampling_params": {"max_new_tokens": 7}})[1]["text"] \
+        == out["text"]
+    status, out = srv.post("/v1/completions", {"model": "llama-sim", "prompt": "hi", "max_tokens": 3})
+    assert status == 200 and out["usage"]["completion_tokens"] == 3 and out["choices"][0]["text"]
+    assert srv.get("/nothing-here") == (404, {"detail": "Not Found"})
+    assert srv.get("/generate")[0] == 405
+
+
+def test_metrics_gauge_counts_the_request_in_flight(launch):
+    srv = launch("--enable-metrics", "--served-model-name", "m").wait_ready()
+    gauge = 'sglang:num_running_reqs{engine_type="unified",model_name="m",pp_rank="0",tp_rank="0"}'
+    assert gauge + " 0.0" in srv.get("/metrics")[1]
+    pending = in_background(srv.post, "/generate", {"text": "long one", "sampling_params": {"max_new_tokens": 400}})
+    wait_until(lambda: gauge + " 1.0" in srv.get("/metrics")[1], what="the gauge to show the request")
+    pending["thread"].join(30)
+    assert pending["result"][0] == 200
+    wait_until(lambda: gauge + " 0.0" in srv.get("/metrics")[1], what="the gauge to drop")
+
+
+def test_metrics_need_enable_metrics(launch):
+    srv = launch().wait_ready()
+    assert srv.get("/metrics") == (404, {"detail": "Not Found"})
+
+
+# -- shutdown --
+
+def test_sigterm_drains_the_request_in_flight_then_kills_the_tree(sandbox, launch):
+    srv = launch("--tp-size", "2", env={"GPUSIM_SGLANG_TOKEN_DELAY": "0.01"}).wait_ready()
+    pending = in_background(srv.post, "/generate", {"text": "drain me", "sampling_params": {"max_new_tokens": 150}})
+    wait_until(lambda: "#new-token: 2," in srv.log(), what="the request to reach the scheduler")
+    srv.signal("TERM")
+    assert wait_until(lambda: srv.get("/health", timeout=5)[0] == 503, what="/health 503 while draining")
+    assert srv.tree(), "the server is still up while the request runs"
+    pending["thread"].join(30)
+    status, out = pending["result"]
+    assert status == 200 and out["meta_info"]["completion_tokens"] == 150
+    assert srv.wait_exit(30) == -9, "it SIGKILLs its own tree, itself included"
+    wait_until(lambda: not srv.tree(), what="the tree to be gone")
+    assert used(sandbox) == [0] * GPUS
+    log = srv.log()
+    assert "Draining requests and shutting down" in log
+    assert "Gracefully exiting... remaining number of requests 1" in log
+    assert "Gracefully exiting... remaining number of requests 0" in log
+
+
+def test_force_shutdown_does_not_wait_for_requests(sandbox, launch):
+    srv = launch(env={"SGL_FORCE_SHUTDOWN": "1", "GPUSIM_SGLANG_TOKEN_DELAY": "0.05"}).wait_ready()
+    pending = in_background(srv.post, "/generate", {"text": "cut", "sampling_params": {"max_new_tokens": 400}})
+    wait_until(lambda: "#new-token: 1," in srv.log(), what="the request to reach the scheduler")
+    srv.signal("TERM")
+    srv.wait_exit(30)
+    pending["thread"].join(30)
+    assert pending["result"] == (None, None), "the request was cut off"
+    assert "force shutdown flag set. Force exiting... remaining number of requests: 1" in srv.log()
+    wait_until(lambda: not srv.tree(), what="the tree to be gone")
+    assert used(sandbox) == [0] * GPUS
+
+
+def test_sigterm_to_the_process_group_kills_schedulers_mid_step(sandbox, launch):
+    srv = launch("--tp-size", "2", env={"GPUSIM_SGLANG_TOKEN_DELAY": "0.05"}).wait_ready()
+    in_background(srv.post, "/generate", {"text": "stuck", "sampling_params": {"max_new_tokens": 400}})
+    wait_until(lambda: "#new-token: 1," in srv.log(), what="the request to reach the scheduler")
+    srv.signal("TERM", group=True)
+    wait_until(lambda: not [p for p in srv.tree() if "sglang::" in " ".join(p["cmdline"])],
+               what="schedulers and detokenizer to die")
+    wait_until(lambda: srv.log().count("remaining number of requests 1") >= 3, what="the drain to spin")
+    assert srv.proc.poll() is None, "the launcher drains forever: its request will never finish"
+    assert used(sandbox) == [0] * GPUS
+    assert "Child process unexpectedly failed with exitcode=15" in srv.log()
+
+
+def test_tp_refuses_to_start_when_a_gpu_holds_other_memory(sandbox, launch):
+    holder = sandbox.popen([PYTHON, "-m", "gpusim.nvml", "--state", sandbox.state_dir, "hold", "1", "30000"],
+                           stdout=subprocess.PIPE, text=True)
+    line = holder.stdout.readline()
+    assert line.startswith("holding 30000 MiB on GPU 1 as pid"), line
+    srv = launch("--tp-size", "2")
+    assert srv.wait_exit(60) != 0
+    assert UNBALANCED in srv.log() and "Scheduler hit an exception" in srv.log()
+    assert used(sandbox) == [0, 30000, 0, 0]
+    sandbox.run(["kill", line.split()[-1]], check=True)
+    holder.wait(10)
+    assert used(sandbox) == [0] * GPUS
+
+
+# -- hidden-state extraction --
+
+def test_patched_install_dumps_hidden_states(sandbox, launch, tmp_path):
+    dumps = tmp_path / "dumps"
+    srv = launch(env={"SGLANG_HS_DUMP_DIR": str(dumps)}).wait_ready()
+    assert srv.post("/generate", {"text": "one two three", "rid": "req-1",
+                                  "sampling_params": {"max_new_tokens": 2}})[0] == 200
+    meta = json.loads((dumps / "hs_req-1.json").read_text())
+    assert meta["num_tokens"] == 3 and (dumps / "hs_req-1.pt").stat().st_size == meta["bytes"] > 0
+
+
+def test_unpatched_install_dumps_nothing_silently(sandbox, launch, tmp_path):
+    copy = standin.install(str(tmp_path / "stock"), patched=False)
+    assert not standin.is_patched(copy) and standin.is_patched(standin.standin_root())
+    dumps = tmp_path / "dumps"
+    dumps.mkdir()
+    srv = launch(env={"SGLANG_HS_DUMP_DIR": str(dumps), "PYTHONPATH": copy},
+                 argv=[PYTHON, os.path.join(copy, "bin", "sglang"), "serve"]).wait_ready()
+    assert srv.post("/generate", {"text": "one two three", "rid": "req-1",
+                                  "sampling_params": {"max_new_tokens": 2}})[0] == 200
+    assert list(dumps.iterdir()) == []
+    assert "Traceback" not in srv.log()
+
+
+# -- fault switches --
+
+def test_fault_ignore_sigterm(sandbox, launch):
+    srv = launch("--tp-size", "2", env={"GPUSIM_SGLANG_FAULTS": "ignore_sigterm"}).wait_ready()
+    ranks = {" ".join(p["cmdline"]).strip(): p["pid"] for p in srv.tree()}
+    for rank in (0, 1):
+        srv.signal("TERM", pid=ranks["sglang::scheduler_TP%d" % rank])
+    wait_until(lambda: ranks["sglang::scheduler_TP0"] not in [p["pid"] for p in srv.tree()], what="TP0 to die")
+    time.sleep(0.5)
+    assert ranks["sglang::scheduler_TP1"] in [p["pid"] for p in srv.tree()], "TP1 ignores SIGTERM"
+    srv.signal("KILL", pid=ranks["sglang::scheduler_TP1"])
+    wait_until(lambda: ranks["sglang::scheduler_TP1"] not in [p["pid"] for p in srv.tree()], what="TP1 to die")
+
+
+def test_fault_orphan(sandbox, launch):
+    srv = launch("--tp-size", "2", env={"GPUSIM_SGLANG_FAULTS": "orphan"}).wait_ready()
+    children = [p["pid"] for p in srv.tree() if p["pid"] != srv.pid]
+    srv.signal("TERM")
+    assert srv.wait_exit(30) == 0
+    orphans = [p for p in sandbox.procs() if p["pid"] in children]
+    assert {p["ppid"] for p in orphans} == {1}
+    assert {"sglang::scheduler_TP0", "sglang::scheduler_TP1"} <= set(titles(orphans))
+    assert used(sandbox) == [SERVER_MIB] * 2 + [0] * 2
+    for pid in children:
+        sandbox.run(["kill", "-KILL", str(pid)])
+
+
+def test_fault_defunct(sandbox, launch):
+    srv = launch(env={"GPUSIM_SGLANG_FAULTS": "defunct"}).wait_ready()
+    zombies = wait_until(lambda: [p for p in srv.tree() if p["state"] == "Z"], what="a <defunct> child")
+    assert zombies[0]["ppid"] == srv.pid and zombies[0]["cmdline"] == []
+    assert srv.get("/health")[0] == 200
+
+
+def test_fault_devholder(sandbox, launch):
+    srv = launch(env={"GPUSIM_SGLANG_FAULTS": "devholder"}).wait_ready()
+    holder = wait_until(lambda: [p for p in srv.tree() if "compile_worker" in " ".join(p["cmdline"])],
+                        what="the compile worker")[0]
+    assert "sglang" not in " ".join(holder["cmdline"]) and "sglang" not in holder["comm"]
+    assert "/dev/nvidia0" in open_files(sandbox, [holder["pid"]])[holder["pid"]]
+    srv.signal("KILL")
+    wait_until(lambda: [p["pid"] for p in srv.tree()] == [], what="the launcher's tree to go")
+    survivor = [p for p in sandbox.procs() if p["pid"] == holder["pid"]]
+    assert survivor and survivor[0]["ppid"] == 1, "it outlives the server, holding /dev/nvidia0"
+    sandbox.run(["kill", "-KILL", str(holder["pid"])])
+
+
+def test_fault_crash_on_load(sandbox, launch):
+    srv = launch("--tp-size", "2", env={"GPUSIM_SGLANG_FAULTS": "crash_on_load"})
+    assert srv.wait_exit(60) != 0
+    log = srv.log()
+    assert "Scheduler hit an exception: Traceback" in log and "RuntimeError: CUDA error: out of memory" in log
+    assert "Received sigquit from a child process" in log
+    wait_until(lambda: used(sandbox) == [0] * GPUS, what="the memory to be released")
+
+
+def test_fault_slow_exit(sandbox, launch):
+    srv = launch(env={"GPUSIM_SGLANG_FAULTS": "slow_exit", "GPUSIM_SGLANG_SLOW_EXIT_SECONDS": "2"}).wait_ready()
+    srv.signal("TERM")
+    wait_until(lambda: "remaining number of requests 0" in srv.log(), what="the drain to end")
+    drained = time.monotonic()
+    assert srv.wait_exit(30) == -9
+    assert time.monotonic() - drained > 1.0, "the tree outlived the drain"
+    assert used(sandbox) == [0] * GPUS
+
+
+def test_unknown_fault_is_refused(launch):
+    srv = launch(env={"GPUSIM_SGLANG_FAULTS": "segfault"})
+    assert srv.wait_exit(30) == 1
+    assert "unknown fault(s) segfault" in srv.log()
