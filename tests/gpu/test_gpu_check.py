@@ -1,0 +1,98 @@
+# Copyright: (c) 2026, gpuops maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The real-GPU check run where there is no GPU: its skips, and its sequence on the simulated node.
+
+Run with: .venv/bin/pytest tests/gpu  (builds build/gpu-wheels with tests/gpu/bundle.sh if missing).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from gpusim.nvml import Node, lib_dir
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+RUN = os.path.join(HERE, 'run.sh')
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope='session')
+def wheels():
+    path = os.path.join(REPO, 'build', 'gpu-wheels')
+    if not os.path.exists(os.path.join(path, 'ansible_core-2.19.14-py3-none-any.whl')):
+        subprocess.run([os.path.join(HERE, 'bundle.sh'), path], check=True, stdout=subprocess.DEVNULL)
+    return path
+
+
+def run(tmp_path, wheels, *args, env=None):
+    env = dict(os.environ if env is None else env, OUT=str(tmp_path / 'out'), GPU_CHECK_WORK=str(tmp_path / 'work'),
+               GPU_CHECK_WHEELS=wheels)
+    proc = subprocess.run([RUN] + list(args), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, timeout=300, check=False)
+    with open(str(tmp_path / 'out' / 'gpu-check.json')) as f:
+        return proc, json.load(f)
+
+
+@pytest.mark.skipif(shutil.which('nvidia-smi') is not None, reason='this machine has nvidia-smi')
+def test_skips_without_nvidia_smi(tmp_path):
+    proc, report = run(tmp_path, '/nonexistent')
+    assert proc.returncode == 0, proc.stdout
+    assert proc.stdout.strip() == 'no NVIDIA GPU: skipped (nvidia-smi not found)'
+    assert report == {'skipped': True, 'mode': 'real', 'reason': 'nvidia-smi not found', 'host': os.uname()[1]}
+
+
+@pytest.mark.parametrize('init_error, reason', [
+    ('DRIVER_NOT_LOADED', 'NVML init fails: Driver Not Loaded'),
+    (None, 'torch could not be imported'),
+])
+def test_skips_when_nvml_or_torch_fails(tmp_path, wheels, init_error, reason):
+    if init_error is None and importlib.util.find_spec('torch') is not None:
+        pytest.skip('torch is installed here')
+    node = Node.create(str(tmp_path / 'state'), gpus=1)
+    node.set_init_error(init_error)
+    fake = tmp_path / 'bin'
+    fake.mkdir()
+    (fake / 'nvidia-smi').write_text('#!/bin/sh\nexit 0\n')
+    (fake / 'nvidia-smi').chmod(0o755)
+    env = dict(os.environ, PATH='%s:%s' % (fake, os.environ['PATH']), **node.env())
+    proc, report = run(tmp_path, wheels, env=env)
+    assert proc.returncode == 0, proc.stdout
+    assert 'no NVIDIA GPU: skipped (%s)' % reason in proc.stdout
+    assert report['skipped'] is True and report['reason'] == reason
+
+
+def test_sim_sequence_passes_and_measures_the_release_lag(tmp_path, wheels):
+    lib_dir()
+    proc, report = run(tmp_path, wheels, '--sim', '--sim-release-lag-ms', '300')
+    assert proc.returncode == 0, proc.stdout
+    assert report['ok'] is True and not report['skipped']
+    assert [c for c in report['checks'] if not c['ok']] == []
+    assert len(report['checks']) == 16
+    (idle,) = report['idle'].values()
+    assert (idle['used_mib'], idle['reserved_mib'], idle['v1_used_mib'], idle['total_mib']) == (0, 700, 700, 143771)
+    for name, scenario in report['scenarios'].items():
+        ms = scenario['ms']
+        assert ms['exit_to_memory_back'] >= 300, name
+        assert ms['sigterm_to_exit'] <= ms['sigterm_to_memory_back'] <= ms['sigterm_to_verified'], name
+        assert 'pid %d (sglang::scheduler_TP0)' % scenario['holder_pid'] in scenario['gpu_verify_busy']['msg']
+    assert report['scenarios']['sigkill']['ms']['sigterm_to_exit'] >= 3000     # its term_timeout
+    assert report['scenarios']['sigkill']['watch']['exit']['status'] == -9
+
+
+def test_sim_sequence_fails_when_memory_stays_held(tmp_path, wheels):
+    lib_dir()
+    proc, report = run(tmp_path, wheels, '--sim', '--sim-ghost-mib', '512', '--verify-timeout', '1')
+    assert proc.returncode == 1, proc.stdout
+    assert report['ok'] is False
+    failed = sorted({c['check'] for c in report['checks'] if not c['ok']})
+    assert failed == ['gpu_verify passes after the reap']
+    assert 'held by pid 999999 which no longer exists' in report['scenarios']['sigterm']['gpu_verify']['msg']
