@@ -1,0 +1,248 @@
+# Copyright: (c) 2026, gpuops maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Reading processes from /proc, with the standard library only.
+
+A process is identified by its PID *and* its start time (``/proc/PID/stat`` field 22),
+so a PID reused by a new process is never taken for the old one.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+
+PF_KTHREAD = 0x00200000  # /proc/PID/stat flags bit of kernel threads
+
+_GONE = (errno.ENOENT, errno.ESRCH)
+
+
+class Proc:
+    """One process as /proc showed it when read. ``cmdline`` is a list of arguments."""
+
+    __slots__ = ('pid', 'ppid', 'state', 'comm', 'pgid', 'sid', 'flags', 'start', 'cmdline', 'exe')
+
+    def __init__(self, pid, ppid, state, comm, start, pgid=0, sid=0, flags=0, cmdline=None, exe=''):
+        self.pid = pid
+        self.ppid = ppid
+        self.state = state
+        self.comm = comm
+        self.start = start
+        self.pgid = pgid
+        self.sid = sid
+        self.flags = flags
+        self.cmdline = list(cmdline or [])
+        self.exe = exe
+
+    def __repr__(self):
+        return 'Proc(%d, %r, %s)' % (self.pid, self.command, self.state)
+
+    @property
+    def kernel_thread(self):
+        # by flag, not by PID: in a PID namespace, PID 2 is an ordinary process
+        return bool(self.flags & PF_KTHREAD)
+
+    @property
+    def zombie(self):
+        return self.state in ('Z', 'X', 'x')
+
+    @property
+    def command(self):
+        """The full command line, or ``[comm]`` when there is none (kernel threads, zombies)."""
+        return ' '.join(self.cmdline) if self.cmdline else '[%s]' % self.comm
+
+    @property
+    def name(self):
+        """comm, or the untruncated title where comm is cut to 15 bytes (``sglang::scheduler_TP3``)."""
+        if len(self.comm) >= 15 and self.cmdline:
+            first = self.cmdline[0].split(' ')[0]
+            if first.startswith(self.comm):
+                return first
+        return self.comm
+
+    def names(self):
+        """Every name a protect list may use for this process."""
+        found = {self.comm}
+        if self.exe:
+            found.add(os.path.basename(self.exe))
+            found.add(self.exe)
+        if self.cmdline:
+            argv0 = self.cmdline[0]
+            found.update((argv0, os.path.basename(argv0), os.path.basename(argv0.split(' ')[0])))
+        found.discard('')
+        return found
+
+
+def _text(raw):
+    return raw.decode('utf-8', 'replace')
+
+
+def _read(path):
+    with open(path, 'rb') as f:
+        return f.read()
+
+
+def parse_stat(raw):
+    """Fields of /proc/PID/stat as a dict; comm may contain spaces and parentheses."""
+    text = _text(raw)
+    head, dummy, tail = text.rpartition(')')
+    pid, dummy, comm = head.partition(' (')
+    fields = tail.split()
+    return {
+        'pid': int(pid), 'comm': comm, 'state': fields[0], 'ppid': int(fields[1]),
+        'pgid': int(fields[2]), 'sid': int(fields[3]), 'flags': int(fields[6]), 'start': int(fields[19]),
+    }
+
+
+def parse_cmdline(raw):
+    """Arguments of /proc/PID/cmdline; a setproctitle title comes back as one argument."""
+    args = [_text(a) for a in raw.split(b'\0')]
+    while args and not args[-1]:
+        args.pop()
+    if len(args) == 1:
+        args = [args[0].rstrip()]
+    return args
+
+
+def parse_environ(raw):
+    """/proc/PID/environ as a dict; entries without ``=`` (overwritten by a title) are skipped."""
+    env = {}
+    for entry in raw.split(b'\0'):
+        name, sep, value = _text(entry).partition('=')
+        if sep and name:
+            env.setdefault(name, value)
+    return env
+
+
+class ProcFS:
+    """The process table of one /proc mount (``root`` lets tests use a fake tree)."""
+
+    def __init__(self, root='/proc'):
+        self.root = root
+
+    def _path(self, pid, *parts):
+        return os.path.join(self.root, str(pid), *parts)
+
+    def stat(self, pid):
+        """A Proc with stat fields only, or None when the PID does not exist."""
+        try:
+            s = parse_stat(_read(self._path(pid, 'stat')))
+        except (IOError, OSError, ValueError, IndexError):
+            return None
+        return Proc(s['pid'], s['ppid'], s['state'], s['comm'], s['start'], s['pgid'], s['sid'], s['flags'])
+
+    def read(self, pid):
+        """A full Proc (stat, command line, executable), or None when the PID does not exist."""
+        proc = self.stat(pid)
+        if proc is None:
+            return None
+        try:
+            proc.cmdline = parse_cmdline(_read(self._path(pid, 'cmdline')))
+        except (IOError, OSError):
+            pass
+        try:
+            proc.exe = os.readlink(self._path(pid, 'exe'))
+        except (IOError, OSError):
+            pass
+        if proc.exe.endswith(' (deleted)'):
+            proc.exe = proc.exe[:-len(' (deleted)')]
+        return proc
+
+    def pids(self):
+        try:
+            return sorted(int(d) for d in os.listdir(self.root) if d.isdigit())
+        except OSError:
+            return []
+
+    def snapshot(self):
+        """Every process now: ``{pid: Proc}``. Processes that exit while being read are left out."""
+        table = {}
+        for pid in self.pids():
+            proc = self.read(pid)
+            if proc is not None:
+                table[pid] = proc
+        return table
+
+    def environ(self, pid):
+        """The environment of a process, or None when it cannot be read."""
+        try:
+            return parse_environ(_read(self._path(pid, 'environ')))
+        except (IOError, OSError):
+            return None
+
+    def open_files(self, pid):
+        """Targets of the open file descriptors of a process (empty when they cannot be read)."""
+        fd_dir = self._path(pid, 'fd')
+        try:
+            fds = os.listdir(fd_dir)
+        except (IOError, OSError):
+            return []
+        targets = []
+        for fd in fds:
+            try:
+                targets.append(os.readlink(os.path.join(fd_dir, fd)))
+            except (IOError, OSError):
+                pass
+        return targets
+
+    def ancestry(self, pid):
+        """``pid`` and its ancestors up to the namespace's init, read fresh from /proc."""
+        chain = []
+        while pid > 0 and pid not in chain:
+            chain.append(pid)
+            proc = self.stat(pid)
+            if proc is None:
+                break
+            pid = proc.ppid
+        return chain
+
+    def current(self, proc):
+        """``proc`` as /proc shows it now (stat fields), or None when that process is gone.
+
+        None also when the PID now names another process (a different start time).
+        """
+        now = self.stat(proc.pid)
+        if now is None or now.start != proc.start:
+            return None
+        return now
+
+    def alive(self, proc):
+        """True while ``proc`` exists and has not exited.
+
+        A zombie has exited: it holds no memory and no files, only a PID its parent has
+        not collected yet.
+        """
+        now = self.current(proc)
+        return now is not None and not now.zombie
+
+    def send_signal(self, proc, signum):
+        """Signal ``proc`` if its PID still names the same process; False when it is gone.
+
+        With pidfds (Python 3.9+, Linux 5.3+) the identity check and the signal refer to
+        one process without a race; otherwise the start time is checked just before kill().
+        """
+        pidfd = None
+        if hasattr(os, 'pidfd_open') and hasattr(signal, 'pidfd_send_signal'):
+            try:
+                pidfd = os.pidfd_open(proc.pid)
+            except OSError as e:
+                if e.errno in _GONE:
+                    return False
+                pidfd = None  # kernel without pidfd_open: fall back below
+        try:
+            if not self.alive(proc):
+                return False
+            if pidfd is not None:
+                signal.pidfd_send_signal(pidfd, signum)
+            else:
+                os.kill(proc.pid, signum)
+            return True
+        except OSError as e:
+            if e.errno in _GONE:
+                return False
+            raise
+        finally:
+            if pidfd is not None:
+                os.close(pidfd)

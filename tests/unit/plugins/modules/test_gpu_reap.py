@@ -1,0 +1,139 @@
+# Copyright: (c) 2026, gpuops maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.gpuops.host.plugins.module_utils._reap import SGLANG_PATTERNS
+from ansible_collections.gpuops.host.plugins.modules import gpu_reap
+
+
+class ExitJson(Exception):
+    pass
+
+
+class FailJson(Exception):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def module_exits(monkeypatch):
+    def exit_json(self, **kwargs):
+        raise ExitJson(kwargs)
+
+    def fail_json(self, **kwargs):
+        raise FailJson(kwargs)
+
+    monkeypatch.setattr(basic.AnsibleModule, 'exit_json', exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, 'fail_json', fail_json)
+
+
+def run_module(args, check_mode=False):
+    if check_mode:
+        args = dict(args, _ansible_check_mode=True)
+    with patch_module_args(args):
+        with pytest.raises((ExitJson, FailJson)) as e:
+            gpu_reap.main()
+    return e.type is FailJson, e.value.args[0]
+
+
+@pytest.fixture
+def marked():
+    """Two sleepers (a parent and its child) carrying a marker only they have."""
+    mark = uuid.uuid4().hex
+    env = dict(os.environ, GPUOPS_TEST_MARK=mark)
+    code = 'import subprocess, sys, time; subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]); time.sleep(60)'
+    parent = subprocess.Popen([sys.executable, '-c', code], env=env)
+    deadline = 100
+    child_pid = None
+    while child_pid is None and deadline:
+        try:
+            with open('/proc/%d/task/%d/children' % (parent.pid, parent.pid)) as f:
+                child_pid = int(f.read().split()[0])
+        except (IndexError, ValueError):
+            time.sleep(0.05)
+            deadline -= 1
+    yield mark, parent, child_pid
+    for pid in (child_pid, parent.pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    parent.wait()
+
+
+def alive(pid):
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            return f.read().rpartition(')')[2].split()[0] != 'Z'
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize('args, message', [
+    ({}, 'no selector given: set at least one of patterns, presets, environ, pids, device_holders or nvml_processes'),
+    ({'patterns': ['sglang(']}, "patterns: invalid regular expression 'sglang(': missing ), unterminated subpattern"),
+    ({'pids': [1], 'term_timeout': -5}, 'term_timeout must be a number of seconds, 0 or more; got -5.0'),
+    ({'pids': [1], 'kill_timeout': 'soon'}, "argument 'kill_timeout' is of type str"),
+    ({'pids': [1], 'term_signal': 'SIGFOO'}, "term_signal: unknown signal 'SIGFOO'"),
+    ({'pids': [1], 'kill_mode': 'process'}, 'value of kill_mode must be one of: mixed, control-group, got: process'),
+])
+def test_bad_input_fails_before_anything_is_read(args, message):
+    failed, result = run_module(args)
+    assert failed
+    assert message in result['msg']
+
+
+def test_nvml_processes_without_nvidia_ml_py(monkeypatch):
+    monkeypatch.setattr(gpu_reap, 'HAS_PYNVML', False)
+    failed, result = run_module({'nvml_processes': True})
+    assert failed
+    assert 'Failed to import the required Python library (nvidia-ml-py)' in result['msg']
+    assert 'for nvml_processes' in result['msg']
+
+
+def test_check_mode_signals_nothing(marked):
+    mark, parent, child = marked
+    failed, result = run_module({'environ': {'GPUOPS_TEST_MARK': '^%s$' % mark}}, check_mode=True)
+    assert not failed and result['changed']
+    assert sorted(p['pid'] for p in result['would_stop']) == sorted([parent.pid, child])
+    assert result['stopped'] == []
+    assert alive(parent.pid) and alive(child)
+
+
+def test_run_stops_the_tree_then_reports_no_change(marked):
+    mark, parent, child = marked
+    args = {'environ': {'GPUOPS_TEST_MARK': '^%s$' % mark}, 'term_timeout': 10, 'kill_timeout': 5}
+    failed, result = run_module(args)
+    assert not failed and result['changed']
+    # mixed mode: SIGTERM to the root only; the child, left behind, gets SIGKILL after the settle time
+    signals = dict((p['pid'], p['signals']) for p in result['stopped'])
+    assert signals == {parent.pid: ['SIGTERM'], child: ['SIGKILL']}
+    assert not alive(parent.pid) and not alive(child)
+    assert '%d ' % parent.pid in result['diff']['before'] and result['diff']['after'] == ''
+    failed, result = run_module(args)
+    assert not failed and not result['changed'] and result['stopped'] == []
+
+
+def test_the_module_never_selects_itself():
+    failed, result = run_module({'pids': [os.getpid(), os.getppid()], 'term_timeout': 0, 'kill_timeout': 0})
+    assert not failed and not result['changed']
+    assert dict((p['pid'], p['reason']) for p in result['protected']) == {
+        os.getpid(): 'gpu_reap itself', os.getppid(): 'ancestor of gpu_reap'}
+
+
+def test_examples_show_the_sglang_preset_patterns():
+    for pattern in SGLANG_PATTERNS:
+        assert "- '%s'" % pattern in gpu_reap.EXAMPLES
