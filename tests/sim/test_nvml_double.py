@@ -295,3 +295,25 @@ def test_cli_faults_and_reset(node):
     state = json.loads(cli("describe"))
     assert (state["ghosts"], state["lost"]) == ({}, [])
     assert "Driver Not Loaded" in state["nvml"]
+
+
+def test_python_reading_counts_memory_as_the_double_does(node, probe, spawn):
+    """Node.used_mib, which the stand-in's unbalanced-memory check uses, agrees with NVML's v2 used."""
+    live, stale, dying = sleeper(spawn), sleeper(spawn), sleeper(spawn)
+    node.set_release_lag(60000)
+    node.allocate(0, 5000, pid=live.pid)
+    node.allocate(1, 6000, pid=stale.pid, start_time=nvml.proc_start_time(stale.pid) - 100)
+    node.set_ghost(2, 3000)
+    node.allocate(3, 7000, pid=dying.pid)
+    dying.kill()
+    dying.wait()
+
+    for _ in range(2):  # the second pass reads after the release lag has been started by the first
+        reading = probe(node)
+        assert [node.used_mib(gpu) for gpu in range(4)] == [used_v2_mib(reading, gpu) for gpu in range(4)]
+    # The earlier holder of a reused PID counts as exited: its memory stays for the lag like any other.
+    assert [node.used_mib(gpu) for gpu in range(4)] == [5000, 6000, 3000, 7000]
+
+    node.set_release_lag(0)
+    reading = probe(node)
+    assert [node.used_mib(gpu) for gpu in range(4)] == [used_v2_mib(reading, gpu) for gpu in range(4)] == [5000, 0, 3000, 0]

@@ -77,11 +77,36 @@ def bin_dir() -> str:
     return os.path.join(build(), "bin")
 
 
-def proc_start_time(pid: int) -> int:
-    """Start time of PID in clock ticks after boot (/proc/PID/stat field 22)."""
+def load_double() -> None:
+    """Load libnvidia-ml.so.1 into this process, so that pynvml's dlopen by soname finds it.
+
+    The copy in a directory of LD_LIBRARY_PATH wins, as it would for the loader; else the built double.
+    """
+    dirs = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+    found = [d for d in dirs if os.path.exists(os.path.join(d, LIB_NAME))]
+    ctypes.CDLL(os.path.join(found[0] if found else lib_dir(), LIB_NAME))
+
+
+def _proc_stat(pid: int) -> tuple:
+    """State and start time in clock ticks after boot of PID (/proc/PID/stat fields 3 and 22)."""
     with open("/proc/%d/stat" % pid) as f:
         stat = f.read()
-    return int(stat[stat.rindex(")") + 2:].split()[19])
+    fields = stat[stat.rindex(")") + 2:].split()
+    return fields[0], int(fields[19])
+
+
+def proc_start_time(pid: int) -> int:
+    """Start time of PID in clock ticks after boot (/proc/PID/stat field 22)."""
+    return _proc_stat(pid)[1]
+
+
+def holder_alive(pid: int, start_time: int) -> bool:
+    """As the double decides: PID runs in this process's /proc, is no zombie and started at START_TIME."""
+    try:
+        state, started = _proc_stat(pid)
+    except (OSError, ValueError, IndexError):
+        return False
+    return state not in ("Z", "X") and started == start_time
 
 
 def gpu_uuid(index: int) -> str:
@@ -197,6 +222,45 @@ class Node:
             result.append({"gpu": int(parts[0]), "pid": int(parts[1]), "start_time": int(parts[2]), "mib": mib})
         return result
 
+    def ghosts(self) -> dict:
+        """Ghost memory by GPU index: dicts pid, mib."""
+        result = {}
+        for name in os.listdir(self._path("ghost")):
+            with open(self._path("ghost", name)) as f:
+                pid, mib = f.read().split()
+            result[int(name)] = {"pid": int(pid), "mib": int(mib)}
+        return result
+
+    def used_mib(self, gpu_index: int) -> int:
+        """Memory in use on GPU_INDEX as the double counts it: the v2 "used", reserved memory apart.
+
+        That is the allocations of live holders (see holder_alive), those of holders seen gone
+        less than the release lag ago, and ghost memory. As every NVML reader does, this one
+        notes when it first sees a holder gone, which starts that holder's release lag.
+        """
+        self._check_gpu(gpu_index)
+        lag_ms = int(self._config().get("release_lag_ms", 0))
+        used = sum(a["mib"] for a in self.allocations()
+                   if a["gpu"] == gpu_index and self._still_counts(a, lag_ms))
+        used += self.ghosts().get(gpu_index, {"mib": 0})["mib"]
+        gpu = self.gpus[gpu_index]
+        return min(used, gpu["total_mib"] - gpu["reserved_mib"])
+
+    def _still_counts(self, alloc: dict, lag_ms: int) -> bool:
+        gone = self._path("gone", "%d-%d-%d" % (alloc["gpu"], alloc["pid"], alloc["start_time"]))
+        if holder_alive(alloc["pid"], alloc["start_time"]):
+            _remove(gone)
+            return True
+        if lag_ms <= 0:
+            return False
+        now_ms = int(time.time() * 1000)
+        try:
+            with open(gone) as f:
+                return now_ms - int(f.read().strip() or 0) < lag_ms
+        except FileNotFoundError:
+            _write_atomic(gone, "%d\n" % now_ms)
+            return True
+
     # -- faults --
 
     def _config(self) -> dict:
@@ -253,13 +317,8 @@ class Node:
 
     def describe(self) -> dict:
         """The raw state: GPUs, configuration, ghosts, lost GPUs and allocations."""
-        ghosts = {}
-        for name in os.listdir(self._path("ghost")):
-            with open(self._path("ghost", name)) as f:
-                pid, mib = f.read().split()
-            ghosts[int(name)] = {"pid": int(pid), "mib": int(mib)}
         return {"state_dir": self.state_dir, "gpus": self.gpus, "config": self._config(),
-                "ghosts": ghosts, "lost": sorted(int(n) for n in os.listdir(self._path("lost"))),
+                "ghosts": self.ghosts(), "lost": sorted(int(n) for n in os.listdir(self._path("lost"))),
                 "allocations": self.allocations()}
 
 
@@ -269,7 +328,7 @@ def nvml_view(node: Node) -> list:
 
     os.environ["GPUSIM_STATE"] = node.state_dir
     try:
-        ctypes.CDLL(os.path.join(lib_dir(), LIB_NAME))  # pynvml's dlopen by soname then finds it
+        load_double()
     except (OSError, subprocess.CalledProcessError):
         pass  # an installed libnvidia-ml.so.1 on the library path answers instead
     pynvml.nvmlInit()

@@ -4,45 +4,13 @@
 
 from __future__ import annotations
 
-import ctypes
-import os
-import subprocess
-import sys
-
 import pytest
 
 import pynvml
 
 from ansible_collections.gpuops.host.plugins.module_utils import _nvml
 
-SIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'sim')
-if SIM not in sys.path:
-    sys.path.insert(0, SIM)
-
-from gpusim.nvml import GHOST_PID, Node, lib_dir  # noqa: E402  pylint: disable=wrong-import-position
-
-
-def load_double():
-    """Make pynvml's dlopen("libnvidia-ml.so.1") resolve to the NVML double, wherever the loader looks."""
-    dirs = [d for d in os.environ.get('LD_LIBRARY_PATH', '').split(':') if d]
-    found = [d for d in dirs if os.path.exists(os.path.join(d, 'libnvidia-ml.so.1'))]
-    ctypes.CDLL(os.path.join(found[0] if found else lib_dir(), 'libnvidia-ml.so.1'))
-
-
-@pytest.fixture
-def node(tmp_path, monkeypatch):
-    load_double()
-    created = Node.create(str(tmp_path / 'state'), gpus=4, reserved_mib=700)
-    monkeypatch.setenv('GPUSIM_STATE', created.state_dir)
-    return created
-
-
-@pytest.fixture
-def holder():
-    proc = subprocess.Popen(['sleep', '600'])
-    yield proc
-    proc.kill()
-    proc.wait()
+from gpusim.nvml import GHOST_PID
 
 
 @pytest.mark.parametrize('code,name,text', [

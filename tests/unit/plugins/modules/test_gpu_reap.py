@@ -13,40 +13,8 @@ import uuid
 
 import pytest
 
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
-
 from ansible_collections.gpuops.host.plugins.module_utils._reap import SGLANG_PATTERNS
 from ansible_collections.gpuops.host.plugins.modules import gpu_reap
-
-
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
-@pytest.fixture(autouse=True)
-def module_exits(monkeypatch):
-    def exit_json(self, **kwargs):
-        raise ExitJson(kwargs)
-
-    def fail_json(self, **kwargs):
-        raise FailJson(kwargs)
-
-    monkeypatch.setattr(basic.AnsibleModule, 'exit_json', exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, 'fail_json', fail_json)
-
-
-def run_module(args, check_mode=False):
-    if check_mode:
-        args = dict(args, _ansible_check_mode=True)
-    with patch_module_args(args):
-        with pytest.raises((ExitJson, FailJson)) as e:
-            gpu_reap.main()
-    return e.type is FailJson, e.value.args[0]
 
 
 @pytest.fixture
@@ -90,46 +58,47 @@ def alive(pid):
     ({'pids': [1], 'term_signal': 'SIGFOO'}, "term_signal: unknown signal 'SIGFOO'"),
     ({'pids': [1], 'kill_mode': 'process'}, 'value of kill_mode must be one of: mixed, control-group, got: process'),
 ])
-def test_bad_input_fails_before_anything_is_read(args, message):
-    failed, result = run_module(args)
-    assert failed
+def test_bad_input_fails_before_anything_is_read(run_module, args, message):
+    outcome, result, dummy = run_module(gpu_reap, args)
+    assert outcome == 'fail'
     assert message in result['msg']
 
 
-def test_nvml_processes_without_nvidia_ml_py(monkeypatch):
+def test_nvml_processes_without_nvidia_ml_py(run_module, monkeypatch):
     monkeypatch.setattr(gpu_reap, 'HAS_PYNVML', False)
-    failed, result = run_module({'nvml_processes': True})
-    assert failed
+    outcome, result, dummy = run_module(gpu_reap, {'nvml_processes': True})
+    assert outcome == 'fail'
     assert 'Failed to import the required Python library (nvidia-ml-py)' in result['msg']
     assert 'for nvml_processes' in result['msg']
 
 
-def test_check_mode_signals_nothing(marked):
+def test_check_mode_signals_nothing(run_module, marked):
     mark, parent, child = marked
-    failed, result = run_module({'environ': {'GPUOPS_TEST_MARK': '^%s$' % mark}}, check_mode=True)
-    assert not failed and result['changed']
+    args = {'environ': {'GPUOPS_TEST_MARK': '^%s$' % mark}, '_ansible_check_mode': True}
+    outcome, result, dummy = run_module(gpu_reap, args)
+    assert outcome == 'exit' and result['changed']
     assert sorted(p['pid'] for p in result['would_stop']) == sorted([parent.pid, child])
     assert result['stopped'] == []
     assert alive(parent.pid) and alive(child)
 
 
-def test_run_stops_the_tree_then_reports_no_change(marked):
+def test_run_stops_the_tree_then_reports_no_change(run_module, marked):
     mark, parent, child = marked
     args = {'environ': {'GPUOPS_TEST_MARK': '^%s$' % mark}, 'term_timeout': 10, 'kill_timeout': 5}
-    failed, result = run_module(args)
-    assert not failed and result['changed']
+    outcome, result, dummy = run_module(gpu_reap, args)
+    assert outcome == 'exit' and result['changed']
     # mixed mode: SIGTERM to the root only; the child, left behind, gets SIGKILL after the settle time
     signals = dict((p['pid'], p['signals']) for p in result['stopped'])
     assert signals == {parent.pid: ['SIGTERM'], child: ['SIGKILL']}
     assert not alive(parent.pid) and not alive(child)
     assert '%d ' % parent.pid in result['diff']['before'] and result['diff']['after'] == ''
-    failed, result = run_module(args)
-    assert not failed and not result['changed'] and result['stopped'] == []
+    outcome, result, dummy = run_module(gpu_reap, args)
+    assert outcome == 'exit' and not result['changed'] and result['stopped'] == []
 
 
-def test_the_module_never_selects_itself():
-    failed, result = run_module({'pids': [os.getpid(), os.getppid()], 'term_timeout': 0, 'kill_timeout': 0})
-    assert not failed and not result['changed']
+def test_the_module_never_selects_itself(run_module):
+    outcome, result, dummy = run_module(gpu_reap, {'pids': [os.getpid(), os.getppid()], 'term_timeout': 0, 'kill_timeout': 0})
+    assert outcome == 'exit' and not result['changed']
     assert dict((p['pid'], p['reason']) for p in result['protected']) == {
         os.getpid(): 'gpu_reap itself', os.getppid(): 'ancestor of gpu_reap'}
 

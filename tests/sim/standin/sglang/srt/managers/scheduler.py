@@ -49,25 +49,9 @@ def gpu_for_rank(server_args, tp_rank: int) -> int:
     return visible[gpu_id]
 
 
-def used_mib(node, gpu: int) -> int:
-    """Memory in use on GPU as NVML counts it: reserved, ghosts, and live holders' allocations."""
-    total = node.gpus[gpu]["reserved_mib"]
-    ghost = node.describe()["ghosts"].get(gpu)
-    total += ghost["mib"] if ghost else 0
-    for alloc in node.allocations():
-        if alloc["gpu"] == gpu and _alive(alloc["pid"], alloc["start_time"]):
-            total += alloc["mib"]
-    return total
-
-
-def _alive(pid: int, start_time: int) -> bool:
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            stat = f.read()
-    except OSError:
-        return False
-    fields = stat[stat.rindex(")") + 2:].split()
-    return fields[0] != "Z" and int(fields[19]) == start_time
+def free_mib(node, gpu: int) -> int:
+    """Free memory on GPU as NVML reports it: total less reserved and what processes hold."""
+    return node.gpus[gpu]["total_mib"] - node.gpus[gpu]["reserved_mib"] - node.used_mib(gpu)
 
 
 class Scheduler:
@@ -109,7 +93,7 @@ class Scheduler:
         return gpu
 
     def _avail_gb(self) -> float:
-        return (self.total_mib - used_mib(self.node, self.gpu)) / GIB
+        return free_mib(self.node, self.gpu) / GIB
 
     def _init_distributed(self, barrier) -> None:
         logger.info("Init torch distributed begin.")
@@ -121,7 +105,7 @@ class Scheduler:
                 self.devices.append(os.open(path, os.O_RDWR))
         ranks = range(self.server_args.tp_size)
         gpus = [self._resolve(gpu_for_rank(self.server_args, r)) for r in ranks]
-        free = [(self.node.gpus[g]["total_mib"] - used_mib(self.node, g)) / GIB for g in gpus]
+        free = [free_mib(self.node, g) / GIB for g in gpus]
         barrier.wait(timeout=120)  # nobody allocates before every rank has measured
         logger.info("Init torch distributed ends. mem usage=0.00 GB")
         local, lowest = free[self.tp_rank], min(free)
