@@ -1,0 +1,226 @@
+# Copyright: (c) 2026, gpuops maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Simulated GPU nodes as Ansible hosts, and real ansible-playbook runs against them.
+
+Each node is a local sandbox (PID and mount namespaces, simulated NVML); its inventory
+host uses the local connection with the sandbox's Python wrapper as interpreter, so every
+module runs inside the node while ansible-playbook runs outside. Each node has its own
+port, state, log and dump directories and host lock.
+
+    with SimNode(tmp / "node1", gpus=4) as node:
+        server = node.start_server(["--tp-size", "2"])      # started by hand, in its own session
+        fleet = Fleet(tmp, [node])
+        run = fleet.playbook("restart_extraction.yml")
+        assert run.rc == 0, run.output
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import yaml
+
+from gpusim import net, standin
+from gpusim.nvml import REPO_ROOT
+from gpusim.sandbox import VENV_PYTHON, Sandbox
+
+PLAYBOOKS = os.path.join(REPO_ROOT, "playbooks")
+ROLES = os.path.join(REPO_ROOT, "roles")
+ANSIBLE = os.path.join(os.path.dirname(VENV_PYTHON), "ansible")
+ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(VENV_PYTHON), "ansible-playbook")
+
+
+def collections_dir(base: str) -> str:
+    """A collections path in BASE where gpuops.host is this working tree."""
+    parent = os.path.join(base, "ansible_collections", "gpuops")
+    os.makedirs(parent, exist_ok=True)
+    link = os.path.join(parent, "host")
+    if not os.path.islink(link):
+        os.symlink(REPO_ROOT, link)
+    return base
+
+
+class SimNode:
+    """A sandbox with an 8-GPU (or GPUS) simulated node, a model, a dump root and the stand-in."""
+
+    def __init__(self, workdir: str, gpus: int = 4, name: str = None, patched: bool = True,
+                 server_env: dict = None):
+        self.workdir = os.path.abspath(workdir)
+        self.name = name or os.path.basename(self.workdir)
+        self.gpus = gpus
+        self.sandbox = Sandbox(os.path.join(self.workdir, "sandbox"), gpus=gpus)
+        self.sglang = standin.install(os.path.join(self.workdir, "sglang"), patched=patched)
+        self.model = standin.make_model_dir(os.path.join(self.workdir, "model"))
+        self.state_dir = os.path.join(self.workdir, "state")
+        self.log_dir = os.path.join(self.workdir, "log")
+        self.dump_root = os.path.join(self.workdir, "dumps")
+        self.lock_path = os.path.join(self.workdir, "gpuops.lock")
+        self.port = net.free_port()
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.server_env = dict(standin.FAST_ENV, **(server_env or {}))
+        os.makedirs(self.dump_root, exist_ok=True)
+
+    def __enter__(self) -> "SimNode":
+        self.sandbox.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.sandbox.close()
+
+    def host_vars(self, **extra) -> dict:
+        """Inventory variables of this node; EXTRA wins."""
+        values = {
+            "ansible_connection": "local",
+            "ansible_python_interpreter": self.sandbox.python,
+            "sglang_launch_python": VENV_PYTHON,
+            "sglang_launch_pythonpath": [self.sglang],
+            "sglang_launch_model_path": self.model,
+            "sglang_launch_port": self.port,
+            "sglang_launch_supervisor": "process",
+            "sglang_launch_state_dir": self.state_dir,
+            "sglang_stop_state_dir": self.state_dir,
+            "sglang_launch_log_dir": self.log_dir,
+            "sglang_launch_dump_root": self.dump_root,
+            "sglang_launch_dump_min_free_gb": 0.01,
+            "sglang_launch_environment": self.server_env,
+            "sglang_launch_server_args": {"tp_size": 2, "enable_metrics": True},
+            "sglang_launch_ready_timeout": 60,
+            "sglang_launch_ready_interval": 0.1,
+            "sglang_stop_drain_interval": 1,
+            "sglang_stop_term_timeout": 5,
+            "sglang_stop_kill_timeout": 5,
+            "gpu_clean_verify_timeout": 10,
+            "gpu_clean_poll_interval": 0.1,
+            "fleet_run_lock_path": self.lock_path,
+        }
+        values.update(extra)
+        return values
+
+    # -- the server, seen from outside --
+
+    def start_server(self, args=(), env: dict = None) -> standin.Launch:
+        """A server started by hand (not by the roles), in its own session, ready."""
+        launch = standin.Launch(self.sandbox, self.model, args=list(args), port=self.port,
+                                env=dict(self.server_env, PYTHONPATH=self.sglang, **(env or {})),
+                                python=VENV_PYTHON, log_path=os.path.join(self.workdir, "hand-started.log"))
+        return launch.start().wait_ready()
+
+    def record(self) -> dict:
+        """server.json, the record sglang_launch keeps."""
+        with open(os.path.join(self.state_dir, "server.json")) as f:
+            return json.load(f)
+
+    def main_pids(self) -> list:
+        """PIDs (inside the sandbox) of the SGLang main processes running now."""
+        return sorted(p["pid"] for p in self.sandbox.procs()
+                      if p["state"] != "Z" and p["cmdline"][:1] != ["setsid"]
+                      and ("sglang.launch_server" in p["cmdline"] or "serve" in p["cmdline"][1:3]))
+
+    def sglang_procs(self) -> list:
+        return [p for p in self.sandbox.procs()
+                if p["state"] != "Z" and (any("sglang" in a for a in p["cmdline"][:3]))]
+
+    def environ(self, pid: int) -> dict:
+        out = self.sandbox.run(["cat", "/proc/%d/environ" % pid], capture_output=True, check=True).stdout
+        return dict(item.decode(errors="replace").split("=", 1) for item in out.split(b"\0") if b"=" in item)
+
+    def used_mib(self) -> list:
+        """v2 used MiB of every GPU, read through the real pynvml inside the node."""
+        code = ("import json, pynvml\npynvml.nvmlInit()\nout = []\n"
+                "for i in range(pynvml.nvmlDeviceGetCount()):\n"
+                "    h = pynvml.nvmlDeviceGetHandleByIndex(i)\n"
+                "    out.append(pynvml.nvmlDeviceGetMemoryInfo(h, version=pynvml.nvmlMemory_v2).used // 2**20)\n"
+                "print(json.dumps(out))\n")
+        res = subprocess.run([self.sandbox.python, "-c", code], capture_output=True, text=True, check=True)
+        return json.loads(res.stdout)
+
+
+class Request(threading.Thread):
+    """A generation request sent from another thread; .result is (status, body) once done."""
+
+    def __init__(self, url: str, max_new_tokens: int, text: str = "Explain tensor parallelism."):
+        super().__init__(daemon=True)
+        self.url, self.body = url, {"text": text, "sampling_params": {"max_new_tokens": max_new_tokens}}
+        self.result = None
+
+    def run(self):
+        import urllib.error
+        import urllib.request
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        req = urllib.request.Request(self.url + "/generate", json.dumps(self.body).encode(),
+                                     {"content-type": "application/json"})
+        try:
+            with opener.open(req, timeout=300) as res:
+                self.result = (res.status, json.loads(res.read()))
+        except urllib.error.HTTPError as e:
+            self.result = (e.code, e.read().decode(errors="replace"))
+        except OSError as e:
+            self.result = (None, str(e))
+
+
+class Run:
+    def __init__(self, proc: subprocess.CompletedProcess):
+        self.rc = proc.returncode
+        self.output = proc.stdout
+
+    def recap(self) -> dict:
+        """host -> {ok, changed, failed, ...} from the PLAY RECAP."""
+        result, seen = {}, False
+        for line in self.output.splitlines():
+            if line.startswith("PLAY RECAP"):
+                seen = True
+            elif seen and ":" in line and "=" in line:
+                host, counts = line.split(":", 1)
+                result[host.strip()] = dict((k, int(v)) for k, v in (kv.split("=") for kv in counts.split()))
+        return result
+
+
+class Fleet:
+    """An inventory of SimNodes in the gpu_nodes group, and ansible-playbook runs against it."""
+
+    def __init__(self, workdir: str, nodes: list, **host_vars):
+        self.workdir = os.path.abspath(workdir)
+        self.nodes = nodes
+        self.inventory = os.path.join(self.workdir, "inventory.yml")
+        self.collections = collections_dir(os.path.join(self.workdir, "collections"))
+        self.write_inventory(**host_vars)
+
+    def write_inventory(self, **host_vars):
+        hosts = dict((n.name, n.host_vars(**host_vars)) for n in self.nodes)
+        with open(self.inventory, "w") as f:
+            yaml.safe_dump({"all": {"children": {"gpu_nodes": {"hosts": hosts}}}}, f)
+
+    def env(self) -> dict:
+        env = dict(os.environ)
+        env.update({
+            "ANSIBLE_COLLECTIONS_PATH": self.collections,
+            "ANSIBLE_PIPELINING": "true",
+            "ANSIBLE_FORCE_COLOR": "false",
+            "ANSIBLE_NOCOLOR": "true",
+            "ANSIBLE_RETRY_FILES_ENABLED": "false",
+            "ANSIBLE_LOCAL_TEMP": os.path.join(self.workdir, "ansible-local"),
+            "ANSIBLE_REMOTE_TEMP": os.path.join(self.workdir, "ansible-remote"),
+            "ANSIBLE_HOME": os.path.join(self.workdir, "ansible-home"),
+        })
+        env.pop("PYTHONPATH", None)
+        return env
+
+    def playbook(self, name: str, *args, timeout: float = 300) -> Run:
+        argv = [ANSIBLE_PLAYBOOK, "-i", self.inventory, os.path.join(PLAYBOOKS, name)] + list(args)
+        proc = subprocess.run(argv, env=self.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=timeout, cwd=self.workdir, check=False)
+        return Run(proc)
+
+    def popen(self, name: str, *args) -> subprocess.Popen:
+        argv = [ANSIBLE_PLAYBOOK, "-i", self.inventory, os.path.join(PLAYBOOKS, name)] + list(args)
+        return subprocess.Popen(argv, env=self.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                cwd=self.workdir)
+
+
+if __name__ == "__main__":
+    sys.exit("import this module from the tests")

@@ -1,0 +1,298 @@
+# Copyright: (c) 2026, gpuops maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The roles and playbooks, run for real: ansible-playbook against simulated GPU nodes.
+
+Every node is a local sandbox with its own PID namespace, simulated NVML and the SGLang
+stand-in; nothing outside it can be signalled. Servers "started by hand" are launched
+directly in the sandbox, the way an operator would, and found by the roles through
+SGLang's process patterns.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from gpusim import standin
+from roles_fleet import ANSIBLE, ROLES, Fleet, Request, SimNode
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox needs root")]
+
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def http_get(url: str, timeout: float = 10):
+    try:
+        with _OPENER.open(url, timeout=timeout) as res:
+            body = res.read().decode()
+            return res.status, (json.loads(body) if body.startswith("{") else body)
+    except urllib.error.HTTPError as e:
+        return e.code, None
+    except OSError:
+        return None, None
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory):
+    with SimNode(str(tmp_path_factory.mktemp("roles") / "node1"), gpus=4) as n:
+        yield n
+
+
+@pytest.fixture(scope="module")
+def fleet(node):
+    return Fleet(os.path.dirname(node.workdir), [node])
+
+
+def serving(node: SimNode) -> int:
+    """The PID of the node's server, starting one by hand when none is ready."""
+    pids = node.main_pids()
+    if len(pids) != 1 or http_get(node.url + "/health")[0] != 200:
+        node.start_server(["--tp-size", "2", "--enable-metrics"])
+        pids = node.main_pids()
+    assert len(pids) == 1, node.sglang_procs()
+    return pids[0]
+
+
+def assert_untouched(node: SimNode, pid: int):
+    assert node.main_pids() == [pid]
+    assert http_get(node.url + "/health")[0] == 200
+    used = node.used_mib()
+    assert used[0] > 1024 and used[1] > 1024, used
+
+
+def test_restart_to_extraction_drains_then_converges_with_no_change(node, fleet):
+    old = serving(node)
+    request = Request(node.url, max_new_tokens=600)  # about 3 s of decoding
+    request.start()
+    time.sleep(0.3)
+
+    run = fleet.playbook("restart_extraction.yml")
+
+    assert run.rc == 0, run.output
+    request.join(30)
+    assert request.result[0] == 200 and request.result[1]["meta_info"]["completion_tokens"] == 600, request.result
+    record = node.record()
+    assert record["mode"] == "extraction" and record["marker"].startswith("extraction-")
+    pids = node.main_pids()
+    assert pids == [record["pid"]] and old not in pids
+    # the marker and the dump directory reach the main process and every scheduler
+    dump_dir = os.path.join(node.dump_root, record["marker"])
+    assert record["dump_dir"] == dump_dir
+    for proc in node.sglang_procs():
+        if proc["pid"] == record["pid"] or proc["cmdline"][0].startswith("sglang::scheduler"):
+            env = node.environ(proc["pid"])
+            assert env["GPUOPS_RUN"] == record["marker"] and env["SGLANG_HS_DUMP_DIR"] == dump_dir, proc
+    assert any(name.endswith(".pt") for name in os.listdir(dump_dir))
+    used = node.used_mib()
+    assert used[0] > 1024 and used[1] > 1024 and used[2] == 0 and used[3] == 0, used
+    summary = run.output[run.output.index("summary of the run"):]
+    assert "node1  ok      extraction  " + record["marker"] in summary, summary
+
+    again = fleet.playbook("restart_extraction.yml")
+
+    assert again.rc == 0, again.output
+    assert again.recap()["node1"]["changed"] == 0, again.output
+    assert node.main_pids() == [record["pid"]] and node.record() == record
+    assert "unchanged" in again.output[again.output.index("summary of the run"):]
+
+
+def test_restart_to_tuning_reports_the_requested_values(node, fleet):
+    old = serving(node)
+
+    preview = fleet.playbook("restart_tuning.yml", "--check")
+
+    assert preview.rc == 0, preview.output
+    assert_untouched(node, old)
+
+    run = fleet.playbook("restart_tuning.yml", "-e", json.dumps({"sglang_launch_config_file": True,
+                                                                 "sglang_launch_server_args": {
+                                                                     "tp_size": 2, "enable_metrics": True,
+                                                                     "cuda_graph_bs": [1, 2, 4, 8]}}))
+
+    assert run.rc == 0, run.output
+    record = node.record()
+    assert record["mode"] == "tuning" and node.main_pids() == [record["pid"]] != [old]
+    assert record["argv"][-2:] == ["--config", os.path.join(node.state_dir, "server-args.yaml")]
+    status, info = http_get(node.url + "/server_info")
+    assert status == 200
+    assert info["mem_fraction_static"] == 0.92 and info["cuda_graph_max_bs"] == 160
+    assert info["cuda_graph_bs"] == [1, 2, 4, 8] and info["tp_size"] == 2
+    assert "SGLANG_HS_DUMP_DIR" not in node.environ(record["pid"])
+    with open(os.path.join(node.state_dir, "runs.jsonl")) as f:
+        history = [json.loads(line) for line in f]
+    assert history[-1]["marker"] == record["marker"] and history[-1]["gpus_verified"] == 4
+
+
+REFUSALS = {
+    "bad flag": (["-e", json.dumps({"sglang_launch_server_args": {"tp_size": 2, "enable_cuda_graph": True}})],
+                 "has no flag --enable-cuda-graph; refusing before the running server is touched"),
+    "missing patch": ([], "does not carry the hidden-state dump patch"),
+    "existing run directory": (["-e", "sglang_launch_run_name=earlier-run"],
+                               "/earlier-run already exists; earlier dumps are never overwritten"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSALS))
+def test_bad_request_is_refused_before_the_server_is_touched(node, fleet, case, tmp_path):
+    args, message = REFUSALS[case]
+    pid = serving(node)
+    earlier = os.path.join(node.dump_root, "earlier-run")
+    os.makedirs(earlier, exist_ok=True)
+    with open(os.path.join(earlier, "hs_0.pt"), "wb") as f:
+        f.write(b"earlier dump")
+    if case == "missing patch":
+        unpatched = standin.install(str(tmp_path / "sglang-stock"), patched=False)
+        args = ["-e", json.dumps({"sglang_launch_pythonpath": [unpatched]})]
+
+    run = fleet.playbook("restart_extraction.yml", *args)
+
+    assert run.rc != 0
+    assert message in " ".join(run.output.split()), run.output
+    assert_untouched(node, pid)
+    with open(os.path.join(earlier, "hs_0.pt"), "rb") as f:
+        assert f.read() == b"earlier dump"
+    assert not os.path.exists(node.lock_path), "the lock must be released after a failure"
+
+
+def test_full_disk_on_a_small_tmpfs_is_refused(node, fleet):
+    """A dump root on a 16 MiB tmpfs mounted inside the node's own mount namespace."""
+    pid = serving(node)
+    small = os.path.join(node.workdir, "small-dumps")
+    os.makedirs(small, exist_ok=True)
+    node.sandbox.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", small], check=True)
+    try:
+        run = fleet.playbook("restart_extraction.yml", "-e", json.dumps(
+            {"sglang_launch_dump_root": small, "sglang_launch_dump_min_free_gb": 1}))
+    finally:
+        node.sandbox.run(["umount", small])
+
+    assert run.rc != 0
+    assert "has 0.0 GB free, less than the 1 GB" in " ".join(run.output.split()), run.output
+    assert_untouched(node, pid)
+
+
+def test_drain_refuses_while_requests_run_unless_forced(node, fleet):
+    pid = serving(node)
+    request = Request(node.url, max_new_tokens=4000)  # about 20 s of decoding
+    request.start()
+    time.sleep(0.5)
+
+    refused = fleet.playbook("stop_sglang.yml", "-e", "sglang_stop_drain_timeout=2")
+
+    assert refused.rc != 0
+    text = " ".join(refused.output.split())
+    assert "1 request(s) still in flight on the SGLang server %d" % pid in text, refused.output
+    assert "after waiting 2 s; the server is left running" in text
+    assert_untouched(node, pid)
+    request.join(120)
+    assert request.result[0] == 200 and request.result[1]["meta_info"]["completion_tokens"] == 4000
+
+    cut = Request(node.url, max_new_tokens=6000)
+    cut.start()
+    time.sleep(0.5)
+
+    forced = fleet.playbook("stop_sglang.yml", "-e", "sglang_stop_drain_timeout=1", "-e", "sglang_stop_force=true")
+
+    assert forced.rc == 0, forced.output
+    assert "stopping the SGLang server %d with 1 request(s) still in flight" % pid in " ".join(forced.output.split())
+    cut.join(30)
+    assert cut.result[0] != 200, cut.result
+    assert node.main_pids() == [] and node.used_mib() == [0, 0, 0, 0]
+
+
+def test_crash_during_load_fails_fast_with_the_log_tail(node, fleet):
+    serving(node)
+    env = dict(node.server_env, GPUSIM_SGLANG_FAULTS="crash_on_load")
+    start = time.monotonic()
+
+    run = fleet.playbook("restart_serving.yml", "-e", json.dumps({"sglang_launch_environment": env,
+                                                                  "sglang_launch_ready_timeout": 600}))
+
+    assert run.rc != 0
+    assert time.monotonic() - start < 300
+    text = " ".join(run.output.split())
+    assert "exited while loading" in text and "CUDA error: out of memory" in text, run.output
+    assert "node1  FAILED  serving  serving-" in run.output
+    assert node.main_pids() == []
+
+
+def test_lock_held_by_another_run_is_refused_and_a_stale_one_taken_over(node, fleet):
+    pid = serving(node)
+    os.makedirs(node.lock_path)
+    with open(os.path.join(node.lock_path, "owner.json"), "w") as f:
+        json.dump({"run": "20260101T000000Z-42", "playbook": "Restart SGLang in tuning mode", "user": "alice",
+                   "controller": "bastion", "started": "2026-01-01T00:00:00+00:00"}, f)
+
+    run = fleet.playbook("restart_extraction.yml")
+
+    assert run.rc != 0
+    text = " ".join(run.output.split())
+    assert "Another gpuops run holds the lock %s on this host: run 20260101T000000Z-42" % node.lock_path in text
+    assert os.path.exists(os.path.join(node.lock_path, "owner.json")), "another run's lock must stay"
+    assert "node1  FAILED  -" in run.output
+    assert_untouched(node, pid)
+
+    old = time.time() - 7200
+    os.utime(node.lock_path, (old, old))
+    stop = fleet.playbook("stop_sglang.yml", "-e", "fleet_run_lock_max_age=3600")
+
+    assert stop.rc == 0, stop.output
+    assert not os.path.exists(node.lock_path)
+    assert node.main_pids() == [] and node.used_mib() == [0, 0, 0, 0]
+
+    verify = fleet.playbook("verify_gpus.yml")
+
+    assert verify.rc == 0, verify.output
+    assert "node1  ok      verify" in verify.output
+
+
+def test_limit_leaves_other_hosts_alone(tmp_path):
+    with SimNode(str(tmp_path / "node1"), gpus=2) as one, SimNode(str(tmp_path / "node2"), gpus=2) as two:
+        first, second = serving(one), serving(two)
+        fleet = Fleet(str(tmp_path), [one, two])
+
+        run = fleet.playbook("restart_serving.yml", "-l", "node2")
+
+        assert run.rc == 0, run.output
+        assert set(run.recap()) == {"node2"}
+        assert_untouched(one, first)
+        assert two.main_pids() == [two.record()["pid"]] != [second]
+        assert not os.path.exists(one.state_dir)
+
+
+def test_systemd_unit_passes_systemd_analyze_verify(tmp_path, fleet):
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed")
+    unit = tmp_path / "sglang.service"
+    values = {
+        "sglang_launch_mode": "extraction", "sglang_launch_marker": "extraction-20260101T000000Z",
+        "sglang_launch_env": {"GPUOPS_RUN": "extraction-20260101T000000Z", "SPT_NOENV": "1",
+                              "SGLANG_HS_DUMP_DIR": "/data/hs_dumps/extraction-20260101T000000Z",
+                              "NOTE": 'a "quoted" 100% $HOME value'},
+        "sglang_launch_argv": [shutil.which("python3"), "-m", "sglang.launch_server", "--model-path",
+                               "/models/My Model", "--port", "30000"],
+        "sglang_launch_log": str(tmp_path / "sglang.log"), "sglang_launch_stop_timeout": 60,
+    }
+    template = os.path.join(ROLES, "sglang_launch", "templates", "sglang.service.j2")
+    res = subprocess.run(
+        [ANSIBLE, "localhost", "-c", "local", "-m", "ansible.builtin.template",
+         "-a", "src=%s dest=%s mode=0644" % (template, unit), "-e", json.dumps(values)],
+        env=fleet.env(), capture_output=True, text=True, timeout=120, check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    text = unit.read_text()
+    assert "KillMode=mixed" in text and "TimeoutStopSec=60" in text
+    assert 'Environment="NOTE=a \\"quoted\\" 100%% $HOME value"' in text
+    assert 'ExecStart="%s" "-m" "sglang.launch_server" "--model-path" "/models/My Model"' % values[
+        "sglang_launch_argv"][0] in text
+
+    check = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True, timeout=60, check=False)
+
+    assert check.returncode == 0 and "sglang.service" not in check.stderr, check.stdout + check.stderr
