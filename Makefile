@@ -19,7 +19,8 @@ TEST_PYTHON := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_inf
 APT_PACKAGES := gcc make rsync psmisc procps util-linux iproute2
 
 export PATH := $(BIN):$(PATH)
-export ANSIBLE_COLLECTIONS_PATH := $(ANSIBLE_ROOT):$(ANSIBLE_ROOT)/collections
+# build/collections/ansible_collections/gpuops/host links to this working tree (mk/molecule.mk).
+export ANSIBLE_COLLECTIONS_PATH := $(ANSIBLE_ROOT)/collections
 export ANSIBLE_NOCOLOR := 1
 
 -include mk/*.mk
@@ -71,7 +72,7 @@ units: collection sim  ## ansible-test units
 
 lint: ansible-lint yamllint  ## ansible-lint (production profile) and yamllint
 
-ansible-lint: venv
+ansible-lint: venv $(ANSIBLE_ROOT)/collections/ansible_collections/gpuops/host
 	$(BIN)/ansible-lint --profile production --offline
 
 yamllint: venv
@@ -80,7 +81,7 @@ yamllint: venv
 simtest: venv sim  ## Tests of the simulated GPU node itself
 	$(BIN)/pytest tests/sim
 
-integration: venv sim  ## Modules, roles and playbooks against sandboxed simulated nodes
+integration: venv sim $(ANSIBLE_ROOT)/collections/ansible_collections/gpuops/host  ## Modules, roles and playbooks against sandboxed simulated nodes
 	$(BIN)/pytest tests/integration
 
 # --- simulated node, demo --------------------------------------------------
