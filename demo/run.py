@@ -135,8 +135,8 @@ def main(argv=None) -> int:
         show_node(node)
         if rc == 0:
             record = node.record()
-            print("    run %s dumps into %s%s:" % (record["marker"], os.path.relpath(record["dump_dir"], REPO),
-                                             "" if args.keep else " (removed on exit; --keep keeps it)"))
+            note = "" if args.keep else " (removed on exit; --keep keeps it)"
+            print("    run %s dumps into %s%s:" % (record["marker"], os.path.relpath(record["dump_dir"], REPO), note))
             for name in sorted(os.listdir(record["dump_dir"])):
                 print("      " + name)
     if not args.keep:

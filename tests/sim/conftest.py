@@ -42,7 +42,7 @@ def probe():
     """Run gpusim/probe.py (real pynvml, fresh loader) against a node; return what it read."""
     def run(node, **env_overrides) -> dict:
         result = subprocess.run([PYTHON, PROBE], env=nvml_env(node, **env_overrides), capture_output=True,
-                                text=True, timeout=60)
+                                text=True, timeout=60, check=False)
         assert result.returncode == 0, result.stderr
         return json.loads(result.stdout)
     return run

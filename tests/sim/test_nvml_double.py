@@ -36,7 +36,7 @@ def sleeper(spawn):
 
 def run_script(node, script: str) -> str:
     result = subprocess.run([PYTHON, "-c", textwrap.dedent(script)], env=nvml_env(node), capture_output=True,
-                            text=True, timeout=60)
+                            text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
     return result.stdout.strip()
 
@@ -74,7 +74,7 @@ def test_custom_node_reads_back(tmp_path, probe):
 
 
 def test_allocations_show_in_memory_and_every_process_call(node, probe, spawn):
-    holders = [sleeper(spawn) for _ in range(3)]
+    holders = [sleeper(spawn) for dummy in range(3)]
     for holder in holders:
         node.allocate(1, 40000, pid=holder.pid)
     node.allocate(1, 1000, pid=holders[0].pid)  # adds to what it holds
@@ -138,7 +138,8 @@ def test_killed_holder_memory_stays_for_the_release_lag(node, probe, spawn):
 
 def test_holder_that_exits_normally_is_released(node, probe):
     hold = subprocess.run([PYTHON, "-m", "gpusim.nvml", "--state", node.state_dir, "hold", "0", "1000",
-                           "--seconds", "0.01"], env=nvml_env(node), capture_output=True, text=True, timeout=60)
+                           "--seconds", "0.01"], env=nvml_env(node), capture_output=True, text=True, timeout=60,
+                          check=False)
     assert hold.returncode == 0, hold.stderr
     assert len(node.allocations()) == 1
     assert used_v2_mib(probe(node), 0) == 0
@@ -190,7 +191,7 @@ def test_ghost_memory_stays_until_gpu_reset(node, probe):
     node.set_ghost(2, 3000)
     node.set_release_lag(0)
 
-    for _ in range(2):
+    for dummy in range(2):
         reading = probe(node)
         assert used_v2_mib(reading, 2) == 3000
         assert reading["gpus"][2]["compute"] == [{"pid": nvml.GHOST_PID, "used_mib": 3000, "gpu_instance_id":
@@ -271,7 +272,7 @@ def test_v2_call_checks_the_struct_version(node):
 
 
 def test_missing_library_raises_library_not_found(node, probe):
-    if subprocess.run(["/sbin/ldconfig", "-p"], capture_output=True, text=True).stdout.count("libnvidia-ml.so.1"):
+    if subprocess.run(["/sbin/ldconfig", "-p"], capture_output=True, text=True, check=False).stdout.count("libnvidia-ml.so.1"):
         pytest.skip("this machine has a real libnvidia-ml.so.1 installed")
     assert probe(node, LD_LIBRARY_PATH=None) == {"init_error": "NVMLError_LibraryNotFound"}
 
@@ -279,7 +280,8 @@ def test_missing_library_raises_library_not_found(node, probe):
 def test_cli_faults_and_reset(node):
     def cli(*args):
         result = subprocess.run([PYTHON, "-m", "gpusim.nvml", "--state", node.state_dir] + list(args),
-                                env=nvml_env(node, LD_LIBRARY_PATH=None), capture_output=True, text=True, timeout=60)
+                                env=nvml_env(node, LD_LIBRARY_PATH=None), capture_output=True, text=True, timeout=60,
+                                check=False)
         assert result.returncode == 0, result.stderr
         return result.stdout
 
@@ -308,7 +310,7 @@ def test_python_reading_counts_memory_as_the_double_does(node, probe, spawn):
     dying.kill()
     dying.wait()
 
-    for _ in range(2):  # the second pass reads after the release lag has been started by the first
+    for dummy in range(2):  # the second pass reads after the release lag has been started by the first
         reading = probe(node)
         assert [node.used_mib(gpu) for gpu in range(4)] == [used_v2_mib(reading, gpu) for gpu in range(4)]
     # The earlier holder of a reused PID counts as exited: its memory stays for the lag like any other.

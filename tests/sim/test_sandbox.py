@@ -99,7 +99,7 @@ def test_python_wrapper_runs_inside_with_the_node(sandbox, tmp_path):
               "  'pids': [p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h)]}))\n")
 
     result = subprocess.run([sandbox.python, "-c", script], cwd=str(tmp_path), capture_output=True, text=True,
-                            env={"PATH": os.environ["PATH"]}, timeout=60)
+                            env={"PATH": os.environ["PATH"]}, timeout=60, check=False)
 
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout)
@@ -116,7 +116,7 @@ def test_orphans_are_reaped_and_unreaped_children_stay_defunct(sandbox):
             return {(p["ppid"] == 1, p["comm"], p["state"]) for p in sandbox.procs()}
 
         wait_for(lambda: (False, "python", "Z") in states(), "child of a live parent never showed as <defunct>")
-        wait_for(lambda: not any(s == "Z" for orphan, _, s in states() if orphan), "orphans left as zombies")
+        wait_for(lambda: not any(s == "Z" for orphan, dummy, s in states() if orphan), "orphans left as zombies")
     finally:
         parent.kill()
         parent.wait()
@@ -142,7 +142,7 @@ def test_cli_start_exec_stop(tmp_path):
 
     def cli(*args):
         return subprocess.run([PYTHON, "-m", "gpusim.sandbox"] + list(args), env=env, capture_output=True,
-                              text=True, timeout=60)
+                              text=True, timeout=60, check=False)
 
     started = cli("start", "--workdir", workdir, "--gpus", "2")
     assert started.returncode == 0, started.stderr

@@ -111,7 +111,7 @@ def run_cli(args, timeout=30):
     """The stand-in's command line on its own: parsing fails before any process is started."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([standin.standin_root(), SIM_DIR]))
     return subprocess.run([PYTHON, "-m", "sglang.launch_server"] + args, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, check=False)
 
 
 # -- command line --
@@ -145,9 +145,9 @@ def test_missing_model_directory_fails_like_transformers(tmp_path):
 def test_sglang_console_script(tmp_path):
     copy = standin.install(str(tmp_path / "copy"))
     script = os.path.join(copy, "bin", "sglang")
-    result = subprocess.run([PYTHON, script, "serve", "--help"], capture_output=True, text=True, timeout=30)
+    result = subprocess.run([PYTHON, script, "serve", "--help"], capture_output=True, text=True, timeout=30, check=False)
     assert result.returncode == 0 and result.stdout.startswith("usage: sglang serve")
-    result = subprocess.run([PYTHON, script, "launch"], capture_output=True, text=True, timeout=30)
+    result = subprocess.run([PYTHON, script, "launch"], capture_output=True, text=True, timeout=30, check=False)
     assert result.returncode == 2 and "invalid choice: 'launch'" in result.stderr
 
 

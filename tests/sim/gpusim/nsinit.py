@@ -19,9 +19,12 @@ REAL_DEVICES = ("null", "zero", "random", "urandom", "tty", "full")
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
+def _enc(text):
+    return text.encode() if text is not None else None
+
+
 def mount(source, target, fstype=None, flags=0, data=None):
-    enc = lambda s: s.encode() if s is not None else None  # noqa: E731
-    if _libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)) != 0:
+    if _libc.mount(_enc(source), _enc(target), _enc(fstype), ctypes.c_ulong(flags), _enc(data)) != 0:
         err = ctypes.get_errno()
         raise OSError(err, "mount %s on %s: %s" % (source, target, os.strerror(err)))
 

@@ -194,9 +194,9 @@ class Sandbox:
         return subprocess.Popen(self.command(argv, kwargs.pop("cwd", None)), env=self.env(env), **kwargs)
 
     def run(self, argv, env: dict = None, timeout: float = 60, **kwargs) -> subprocess.CompletedProcess:
-        kwargs.setdefault("check", False)
+        check = kwargs.pop("check", False)
         return subprocess.run(self.command(argv, kwargs.pop("cwd", None)), env=self.env(env), timeout=timeout,
-                              **kwargs)
+                              check=check, **kwargs)
 
     def allocate(self, gpu_index: int, mib: int, pid: int) -> None:
         """node.allocate for PID of the sandbox's namespace (its start time is read inside)."""
