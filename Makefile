@@ -86,12 +86,15 @@ integration: venv sim $(ANSIBLE_ROOT)/collections/ansible_collections/gpuops/hos
 
 # --- simulated node, demo --------------------------------------------------
 
-.PHONY: sim demo
+.PHONY: sim demo bench
 sim: deps  ## Build the NVML test double and the decoy daemons
 	$(MAKE) -C tests/sim BUILD=$(abspath $(BUILD))/sim
 
 demo: venv sim  ## Restart a simulated 8-GPU node into extraction mode
 	$(PY) demo/run.py
+
+bench: venv sim $(ANSIBLE_ROOT)/collections/ansible_collections/gpuops/host  ## Benchmarks against the hand procedures (bench/results/)
+	$(PY) bench/run.py $(BENCH_ARGS)
 
 # --- packaging -------------------------------------------------------------
 

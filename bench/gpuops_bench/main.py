@@ -1,0 +1,114 @@
+# Copyright: (c) 2026, gpuops maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Command line of make bench."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import time
+import traceback
+
+from . import detect, fleet, overhead, report, scancost, stop
+from .common import BENCH, REPO, log
+
+MEASUREMENTS = ("stop", "detect", "scan", "overhead", "fleet")
+
+
+def _commit():
+    try:
+        head = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+        dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain"], capture_output=True, text=True)
+        return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "") if head.returncode == 0 else "none"
+    except OSError:
+        return "unknown"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="bench/run.py", description=__doc__)
+    parser.add_argument("--rounds", type=int, default=int(os.environ.get("BENCH_ROUNDS", 3)),
+                        help="rounds per comparison (default 3, or $BENCH_ROUNDS)")
+    parser.add_argument("--quick", action="store_true", default=bool(os.environ.get("BENCH_QUICK")),
+                        help="one round, fewer fleet sizes: a smoke run (or $BENCH_QUICK=1)")
+    parser.add_argument("--only", default=os.environ.get("BENCH_ONLY", ""),
+                        help="comma list of %s; the others are kept from the last results" % ",".join(MEASUREMENTS))
+    parser.add_argument("--watchdog", type=float, default=5.0,
+                        help="the stand-in's shutdown watchdog interval in measurement 1 (SGLang's is 5 s)")
+    parser.add_argument("--fleet-rounds", type=int, default=int(os.environ.get("BENCH_FLEET_ROUNDS", 0)),
+                        help="rounds of the fleet measurement (default: rounds / 3, at least 1; it is the slowest)")
+    parser.add_argument("--processes", type=int, default=2000, help="extra processes in the scan measurement")
+    parser.add_argument("--report", action="store_true",
+                        help="measure nothing: rewrite latest.md from latest.json (after a change to the report)")
+    parser.add_argument("--out", default=os.path.join(BENCH, "results"), help="directory for latest.json/.md")
+    args = parser.parse_args(argv)
+    rounds = 1 if args.quick else max(1, args.rounds)
+    only = [m.strip() for m in args.only.split(",") if m.strip()] or list(MEASUREMENTS)
+    unknown = set(only) - set(MEASUREMENTS)
+    if unknown:
+        parser.error("--only: unknown %s; choose from %s" % (", ".join(sorted(unknown)), ", ".join(MEASUREMENTS)))
+
+    latest = os.path.join(args.out, "latest.json")
+    results = {}
+    if (args.report or set(only) != set(MEASUREMENTS)) and os.path.exists(latest):
+        with open(latest) as f:
+            results = json.load(f)
+    if args.report:
+        results["notes"] = notes(results)
+        return write(results, args.out)
+    results["meta"] = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                       "host": "%s %s" % (platform.system(), platform.release()), "cpus": os.cpu_count(),
+                       "python": platform.python_version(), "commit": _commit(), "rounds": rounds,
+                       "quick": args.quick}
+    runs = {
+        "stop": lambda: stop.run(rounds, watchdog=args.watchdog),
+        "detect": lambda: detect.run(max(rounds, 3) if not args.quick else 1),
+        "scan": lambda: scancost.run(max(rounds, 3) if not args.quick else 1, processes=args.processes),
+        "overhead": lambda: overhead.run(max(rounds, 3) if not args.quick else 1),
+        "fleet": lambda: (fleet.run(1, sizes=(1, 2), compare=(2,)) if args.quick else
+                          fleet.run(args.fleet_rounds or max(1, rounds // 3), compare=(8,))),
+    }
+    errors = results.setdefault("errors", {})
+    started = time.monotonic()
+    for name in MEASUREMENTS:
+        if name not in only:
+            continue
+        log("%s: starting (%.0f s into the run)" % (name, time.monotonic() - started))
+        errors.pop(name, None)
+        try:
+            results[name] = runs[name]()
+        except Exception as e:  # one failed measurement must not lose the others
+            log("%s failed:\n%s" % (name, traceback.format_exc()))
+            results.pop(name, None)
+            errors[name] = "%s: %s" % (type(e).__name__, e)
+    results["meta"]["seconds"] = round(time.monotonic() - started, 1)
+    results["notes"] = notes(results)
+    return write(results, args.out)
+
+
+def write(results, out):
+    """Write latest.json and latest.md to OUT and print the report; 1 when a measurement failed."""
+    os.makedirs(out, exist_ok=True)
+    latest = os.path.join(out, "latest.json")
+    with open(latest + ".tmp", "w") as f:
+        json.dump(results, f, indent=1)
+    os.replace(latest + ".tmp", latest)
+    text = report.markdown(results)
+    with open(os.path.join(out, "latest.md"), "w") as f:
+        f.write(text + "\n")
+    print(text)
+    print("Wrote %s and %s (the run took %.0f s)." % (
+        os.path.relpath(latest), os.path.relpath(os.path.join(out, "latest.md")), results["meta"]["seconds"]))
+    return 1 if results.get("errors") else 0
+
+
+def notes(results):
+    """Explanations that the figures alone do not give."""
+    out = ["Measurement %s failed: %s" % (k, v) for k, v in sorted(results.get("errors", {}).items())]
+    out += results.get("fleet", {}).get("notes", [])
+    out += report.explain(results)
+    return out

@@ -1,0 +1,127 @@
+# Copyright: (c) 2026, gpuops maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Measurement 1: time to clean an 8-GPU node running SGLang at TP=8, hand procedures against gpuops."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from .common import AGENTS, RECOMMENDED_CFG, REPO, WORK, Ansible, SimNode, log, ratio, summary
+
+HAND_A = ('pkill -f "sglang"; sleep 2; ps aux | grep python3 | grep -v grep | awk \'{print $2}\' | xargs -r kill -9; '
+          'sleep 1; fuser -k /dev/nvidia*; sleep 2; python %s --once\n' % os.path.join(AGENTS, "nvml_watch.py"))
+HAND_B = "pkill -9 -f sglang; sleep 3; pgrep -af sglang\n"
+
+# The ad-hoc pair uses the values the roles use (sglang_stop, gpu_clean).
+REAP_ARGS = {"presets": ["sglang"], "device_holders": True, "term_timeout": 20, "kill_timeout": 10}
+VERIFY_ARGS = {"expected_count": 8, "timeout": 60, "poll_interval": 0.5}
+# What a drained server (no request in flight) allows: SIGTERM to every process at once, which the
+# schedulers obey at once, and SIGKILL after 1 s to a launcher still waiting for its watchdog's tick.
+REAP_GROUP_ARGS = dict(REAP_ARGS, kill_mode="control-group", term_timeout=1)
+STOP_PLAYBOOK = os.path.join(REPO, "playbooks", "stop_sglang.yml")
+
+METHODS = {
+    "hand_a": HAND_A.strip().replace("python %s --once" % os.path.join(AGENTS, "nvml_watch.py"),
+                                     "nvidia-smi") + " (nvidia-smi = a pynvml read of every GPU)",
+    "hand_b": HAND_B.strip(),
+    "gpuops_adhoc": "ansible node -m gpuops.host.gpu_reap -a '%s'; ansible node -m gpuops.host.gpu_verify -a '%s' "
+                    "(bench/ansible.cfg)" % (json.dumps(REAP_ARGS), json.dumps(VERIFY_ARGS)),
+    "stop_sglang": "ansible-playbook playbooks/stop_sglang.yml (bench/ansible.cfg, role defaults)",
+    "gpuops_group": "as the ad-hoc pair, with gpu_reap kill_mode=control-group term_timeout=1 (bench/ansible.cfg)",
+}
+VARIANTS = {
+    "prompt": (),                      # exits at the watchdog's next check after SIGTERM
+    "ignore_sigterm": ("ignore_sigterm",),
+}
+DEFINITION = (
+    "seconds from the start of the procedure until every GPU is verified at zero. gpuops: until gpu_verify "
+    "(alone, or inside stop_sglang.yml) has returned clean, i.e. the end of the command. Hand procedures: the "
+    "later of the procedure's end and the moment an independent NVML poller inside the node (every 10 ms: no "
+    "process listed and v2 used <= 32 MiB on all 8 GPUs) first saw all GPUs at baseline; none when it never did.")
+
+
+def _trial(method, variant, workdir, ansible, watchdog):
+    with SimNode(workdir, faults=VARIANTS[variant], watchdog=watchdog) as node:
+        inventory = node.inventory()
+        script = os.path.join(workdir, "procedure.sh")
+        with open(script, "w") as f:
+            f.write(HAND_A if method == "hand_a" else HAND_B)
+        detail = {}
+        start = time.monotonic()
+        if method in ("hand_a", "hand_b"):
+            out = node.sb.run(["bash", script], capture_output=True, text=True, cwd="/", timeout=300)
+            end = time.monotonic()
+            detail["output"] = (out.stdout + out.stderr)[-400:]
+            verified = True
+        elif method in ("gpuops_adhoc", "gpuops_group"):
+            reap_args = REAP_ARGS if method == "gpuops_adhoc" else REAP_GROUP_ARGS
+            reap_wall, reap = ansible.adhoc(inventory, "gpu_reap", reap_args)
+            verify_wall, check = ansible.adhoc(inventory, "gpu_verify", VERIFY_ARGS)
+            end = time.monotonic()
+            status, result = check["node"]
+            verified = status == "SUCCESS" and result.get("clean") is True
+            detail["module_seconds"] = round(reap["node"][1].get("elapsed", 0) + result.get("elapsed", 0), 3)
+            detail.update(reap_status=reap["node"][0], reap_elapsed=reap["node"][1].get("elapsed"),
+                          verify_elapsed=result.get("elapsed"), reap_wall=round(reap_wall, 3),
+                          verify_wall=round(verify_wall, 3),
+                          signals=sorted(set(s for t in reap["node"][1].get("stopped", []) for s in t["signals"])))
+        else:
+            wall, out = ansible.playbook(inventory, STOP_PLAYBOOK)
+            end = time.monotonic()
+            verified = out.returncode == 0
+            if not verified:
+                detail["output"] = out.stdout[-1500:]
+        node.watch.wait(True, 30)
+        clean_at = node.watch.clean_since()
+        detail["gpus_clean_s"] = None if clean_at is None else round(clean_at - start, 3)
+        census = node.census()
+    if method in ("hand_a", "hand_b"):
+        verified_at = max(end, clean_at) if clean_at else None
+    else:
+        verified_at = end if verified else None
+        detail["poller_clean_before_end"] = clean_at is not None and clean_at <= end
+    node_clean = clean_at is not None and not census["server_left"]
+    return dict(detail, method=method, variant=variant, seconds=None if verified_at is None else round(verified_at - start, 3),
+                procedure_seconds=round(end - start, 3), node_clean=node_clean, **census)
+
+
+def run(rounds, watchdog=5.0, methods=None):
+    methods = [m for m in METHODS if methods is None or m in methods]
+    if "stop_sglang" in methods and not os.path.exists(STOP_PLAYBOOK):
+        log("playbooks/stop_sglang.yml not found: measured without it")
+        methods.remove("stop_sglang")
+    ansible = Ansible(RECOMMENDED_CFG)
+    trials = []
+    n = 0
+    for variant in VARIANTS:
+        for r in range(rounds):
+            order = methods[r % len(methods):] + methods[:r % len(methods)]   # rotate who goes first
+            for method in order:
+                n += 1
+                t = _trial(method, variant, os.path.join(WORK, "nodes", "stop%02d" % n), ansible, watchdog)
+                log("stop %-14s %-11s round %d: %s s, clean=%s, decoys killed=%s" % (
+                    variant, method, r + 1, t["seconds"], t["node_clean"], ",".join(t["decoys_killed"]) or "none"))
+                trials.append(t)
+    report = {"definition": DEFINITION, "watchdog_interval_s": watchdog, "rounds": rounds,
+              "methods": dict((m, METHODS[m]) for m in methods), "variants": {}}
+    for variant in VARIANTS:
+        rows = {}
+        for m in methods:
+            ts = [t for t in trials if t["variant"] == variant and t["method"] == m]
+            killed = sorted(set(d for t in ts for d in t["decoys_killed"]))
+            rows[m] = {"seconds": summary([t["seconds"] for t in ts]),
+                       "gpus_clean_s": summary([t["gpus_clean_s"] for t in ts]),
+                       "module_seconds": summary([t.get("module_seconds") for t in ts]),
+                       "procedure_seconds": summary([t["procedure_seconds"] for t in ts]),
+                       "clean": "%d/%d" % (sum(t["node_clean"] for t in ts), len(ts)),
+                       "all_clean": all(t["node_clean"] for t in ts),
+                       "decoys_killed": killed}
+        base = rows["hand_a"]["seconds"]["median"] if "hand_a" in rows else None
+        for m in rows:
+            rows[m]["ratio_to_hand_a"] = ratio(rows[m]["seconds"]["median"], base)
+        report["variants"][variant] = rows
+    report["trials"] = trials
+    return report
