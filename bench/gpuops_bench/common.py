@@ -93,7 +93,8 @@ class Ansible:
         if check:
             argv.append("--check")
         start = time.monotonic()
-        out = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=timeout, cwd=WORK)
+        out = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=timeout, cwd=WORK,
+                             check=False)
         wall = time.monotonic() - start
         results = {}
         for line in out.stdout.splitlines():
@@ -111,7 +112,7 @@ class Ansible:
             argv += ["-e", json.dumps(extra_vars)]
         start = time.monotonic()
         out = subprocess.run(argv, env=dict(self.env, **(env or {})), capture_output=True, text=True,
-                             timeout=timeout, cwd=WORK)
+                             timeout=timeout, cwd=WORK, check=False)
         return time.monotonic() - start, out
 
 

@@ -22,8 +22,10 @@ MEASUREMENTS = ("stop", "detect", "scan", "overhead", "fleet")
 
 def _commit():
     try:
-        head = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-        dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain"], capture_output=True, text=True)
+        head = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              check=False)
+        dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain"], capture_output=True, text=True,
+                               check=False)
         return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "") if head.returncode == 0 else "none"
     except OSError:
         return "unknown"

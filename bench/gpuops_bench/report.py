@@ -122,8 +122,8 @@ def _scan(scan):
            "| Scan | Seconds | min-max | vs fuser |", "|---|---|---|---|"]
     base = scan["seconds"]["fuser"]["median"]
     for k, s in scan["seconds"].items():
-        out.append("| %s | %s | %s | %s |" % (labels.get(k, k), _s(s["median"], "", 3), _range(s, 3),
-                                               _s(s["median"] / base if base and s["median"] else None)))
+        ratio = s["median"] / base if base and s["median"] else None
+        out.append("| %s | %s | %s | %s |" % (labels.get(k, k), _s(s["median"], "", 3), _range(s, 3), _s(ratio)))
     out += ["", "Both found the same holders: %s." % ("yes" if scan["same_holders_found"] else "**no**"), ""]
     return out
 
@@ -150,9 +150,9 @@ def _overhead(overhead):
            "| Call | Config | Wall (s) | Module elapsed (s) | Overhead (s) |", "|---|---|---|---|---|"]
     for call, configs in overhead["calls"].items():
         for c, row in configs.items():
-            out.append("| %s | %s | %s | %s | %s |" % (call, c, _s(row["wall_s"]["median"]),
-                                                      _s(row["module_elapsed_s"]["median"], "", 3),
-                                                      _s(row["overhead_s"]["median"])))
+            cells = (call, c, _s(row["wall_s"]["median"]), _s(row["module_elapsed_s"]["median"], "", 3),
+                     _s(row["overhead_s"]["median"]))
+            out.append("| %s | %s | %s | %s | %s |" % cells)
     return out + [""]
 
 
@@ -177,7 +177,7 @@ def explain(results):
             text += (" Of the ad-hoc pair's %.1f s, gpu_reap itself spent a median %.1f s waiting for the server, "
                      "which after SIGTERM exits only at its shutdown watchdog's next check (every %g s, so 0 to %g s);"
                      " the rest is Ansible" % (adhoc["seconds"]["median"], sorted(reap)[len(reap) // 2],
-                                                 stop["watchdog_interval_s"], stop["watchdog_interval_s"]))
+                                               stop["watchdog_interval_s"], stop["watchdog_interval_s"]))
             text += (" (%.2f s per ad-hoc module call on a clean node, measurement 5)." % call if call is not None
                      else ".")
         text += (" The playbook adds the host lock, the record, discovery, a metrics read and the drain check "
