@@ -58,6 +58,13 @@ collection: venv $(GET_PIP)
 	  --filter=':- .gitignore' ./ $(COLL)/
 	test -d $(COLL)/.git || git -C $(COLL) init -q
 
+# ansible-playbook and ansible-lint resolve gpuops.host through a link to this working tree,
+# so they always run the current code.
+GPUOPS_LINK := $(ANSIBLE_ROOT)/collections/ansible_collections/gpuops/host
+$(GPUOPS_LINK):
+	mkdir -p $(@D)
+	ln -sfn $(CURDIR) $@
+
 # --- tests -----------------------------------------------------------------
 
 .PHONY: test sanity units lint yamllint ansible-lint simtest integration
@@ -72,7 +79,7 @@ units: collection sim  ## ansible-test units
 
 lint: ansible-lint yamllint  ## ansible-lint (production profile) and yamllint
 
-ansible-lint: venv $(ANSIBLE_ROOT)/collections/ansible_collections/gpuops/host
+ansible-lint: venv $(GPUOPS_LINK)
 	$(BIN)/ansible-lint --profile production --offline
 
 yamllint: venv
@@ -81,7 +88,7 @@ yamllint: venv
 simtest: venv sim  ## Tests of the simulated GPU node itself
 	$(BIN)/pytest tests/sim
 
-integration: venv sim $(ANSIBLE_ROOT)/collections/ansible_collections/gpuops/host  ## Modules, roles and playbooks against sandboxed simulated nodes
+integration: venv sim $(GPUOPS_LINK)  ## Modules, roles and playbooks against sandboxed simulated nodes
 	$(BIN)/pytest tests/integration
 
 # --- simulated node, demo --------------------------------------------------
@@ -93,7 +100,7 @@ sim: deps  ## Build the NVML test double and the decoy daemons
 demo: venv sim  ## Restart a simulated 8-GPU node into extraction mode
 	$(PY) demo/run.py
 
-bench: venv sim $(ANSIBLE_ROOT)/collections/ansible_collections/gpuops/host  ## Benchmarks against the hand procedures (bench/results/)
+bench: venv sim $(GPUOPS_LINK)  ## Benchmarks against the hand procedures (bench/results/)
 	$(PY) bench/run.py $(BENCH_ARGS)
 
 # --- packaging -------------------------------------------------------------
