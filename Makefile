@@ -68,7 +68,7 @@ $(GPUOPS_LINK):
 # --- tests -----------------------------------------------------------------
 
 .PHONY: test sanity units lint yamllint ansible-lint simtest integration
-test: deps sanity units lint simtest integration molecule  ## Run every test stage
+test: deps sanity units lint simtest integration gpucheck molecule  ## Run every test stage
 	@echo "make test: every stage passed"
 
 sanity: collection  ## ansible-test sanity, every test
