@@ -109,7 +109,7 @@ bench: venv sim $(GPUOPS_LINK)  ## Benchmarks against the hand procedures (bench
 build: venv  ## Build the collection artifact
 	$(BIN)/ansible-galaxy collection build --force --output-path $(BUILD)/dist .
 
-changelog: venv  ## Release the changelog fragments into CHANGELOG.md
+changelog: venv $(GPUOPS_LINK)  ## Release the changelog fragments into CHANGELOG.md
 	$(BIN)/antsibull-changelog release
 
 clean:  ## Remove build output (keeps .venv)
