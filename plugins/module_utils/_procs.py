@@ -180,9 +180,10 @@ class ProcFS:
         except (IOError, OSError):
             return []
         targets = []
+        fd_dir += os.sep
         for fd in fds:
             try:
-                targets.append(os.readlink(os.path.join(fd_dir, fd)))
+                targets.append(os.readlink(fd_dir + fd))
             except (IOError, OSError):
                 pass
         return targets

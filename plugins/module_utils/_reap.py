@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
+import os
 import re
 import signal
 import time
@@ -203,6 +204,22 @@ def _describe(proc, reasons=None):
     return entry
 
 
+_MATCHERS = {}
+
+
+def device_matcher(globs):
+    """A test ``path -> bool`` for shell globs: one compiled expression, behind the globs' common
+    literal prefix, so that the tens of thousands of open files of a busy host (sockets, pipes,
+    libraries) cost a string comparison each."""
+    if not globs:
+        return lambda path: False
+    if globs not in _MATCHERS:
+        prefix = os.path.commonprefix([re.split(r'[*?[]', g, maxsplit=1)[0] for g in globs])
+        rx = re.compile('|'.join('(?:%s)' % fnmatch.translate(g) for g in globs))
+        _MATCHERS[globs] = lambda path: path.startswith(prefix) and rx.match(path) is not None
+    return _MATCHERS[globs]
+
+
 class Reaper:
     """Select processes in ``procs`` (a ``_procs.ProcFS`` or a stand-in) and stop them.
 
@@ -245,7 +262,8 @@ class Reaper:
         return None
 
     def _holds(self, pid, globs):
-        return sorted(set(f for f in self.procs.open_files(pid) if any(fnmatch.fnmatchcase(f, g) for g in globs)))
+        matches = device_matcher(tuple(globs))
+        return sorted(set(f for f in self.procs.open_files(pid) if matches(f)))
 
     def _nvml_matches(self, table):
         """{pid: [reason]} for NVML-listed PIDs that are processes of this PID namespace.

@@ -11,7 +11,8 @@ import pytest
 
 from ansible_collections.gpuops.host.plugins.module_utils._procs import Proc
 from ansible_collections.gpuops.host.plugins.module_utils._reap import (
-    DEFAULT_DEVICES, SGLANG_PATTERNS, Reaper, ReapError, ReapFailure, Phase, Target, parse_options, parse_signal,
+    DEFAULT_DEVICES, SGLANG_PATTERNS, Reaper, ReapError, ReapFailure, Phase, Target, device_matcher, parse_options,
+    parse_signal,
 )
 
 SELF = 900      # the module's process in the fake world; its parent is 899 (the ansible shell)
@@ -509,3 +510,17 @@ def test_pids_name_the_processes_of_the_first_scan():
     del w.table[610]
     w.add(610, 1, ['python3', 'other.py'])     # and 610 is reused
     assert r.select(w.snapshot()) == {}
+
+
+@pytest.mark.parametrize('path,held', [
+    ('/dev/nvidia0', True), ('/dev/nvidia15', True), ('/dev/nvidiactl', True), ('/dev/nvidia-uvm', True),
+    ('/dev/nvidia-uvm-tools', True), ('/dev/nvidia-modeset', True), ('/dev/nvidia-caps/nvidia-cap1', False),
+    ('/dev/nvidiax', False), ('/dev/null', False), ('socket:[4242]', False), ('/tmp/dev/nvidia0', False),
+])
+def test_device_matcher_follows_the_default_globs(path, held):
+    assert device_matcher(DEFAULT_DEVICES)(path) is held
+
+
+def test_device_matcher_of_no_globs_matches_nothing():
+    assert device_matcher(())('/dev/nvidia0') is False
+    assert device_matcher(('/dev/dri/card*', '/dev/nvidia0'))('/dev/dri/card1') is True
