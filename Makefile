@@ -52,7 +52,7 @@ $(GET_PIP): tests/utils/offline_get_pip.py
 
 # ansible-test wants the collection at ansible_collections/<namespace>/<name>.
 .PHONY: collection
-collection: venv $(GET_PIP)
+collection: deps venv $(GET_PIP)
 	mkdir -p $(COLL)
 	rsync -a --delete --exclude=/.git --exclude=/build --exclude=/.venv \
 	  --filter=':- .gitignore' ./ $(COLL)/
