@@ -16,7 +16,7 @@ SIM_LIB := $(abspath $(BUILD))/sim/lib
 GET_PIP := $(HOME)/.ansible/test/cache/get_pip_24_2.py
 ANSIBLE_TEST := $(BIN)/ansible-test
 TEST_PYTHON := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-APT_PACKAGES := gcc make rsync psmisc procps util-linux iproute2
+APT_PACKAGES := gcc make rsync psmisc procps util-linux iproute2 shellcheck
 
 export PATH := $(BIN):$(PATH)
 # build/collections/ansible_collections/gpuops/host links to this working tree (mk/molecule.mk).

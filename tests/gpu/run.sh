@@ -66,10 +66,11 @@ purelib=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["
 "$python" -c 'import site; print("\n".join(site.getsitepackages()))' >"$purelib/zz-gpu-check-parent.pth"
 
 # The collection: the bundled tarball unless the tree changed after it was built.
-tarball=$(ls -t "$wheels"/gpuops-host-*.tar.gz 2>/dev/null | head -n 1 || true)
+newest_tarball() { find "$1" -maxdepth 1 -name 'gpuops-host-*.tar.gz' -printf '%T@ %p\n' 2>/dev/null | sort -rn | head -n 1 | cut -d' ' -f2- || true; }
+tarball=$(newest_tarball "$wheels")
 if [ -z "$tarball" ] || [ -n "$(find galaxy.yml meta plugins roles -newer "$tarball" -print -quit 2>/dev/null)" ]; then
     "$venv/bin/ansible-galaxy" collection build --force --output-path "$work" . >/dev/null
-    tarball=$(ls -t "$work"/gpuops-host-*.tar.gz | head -n 1)
+    tarball=$(newest_tarball "$work")
 fi
 rm -rf "$work/collections"
 export ANSIBLE_COLLECTIONS_PATH=$work/collections
