@@ -10,8 +10,9 @@ which library is used; nothing here knows about AnsibleModule.
 
 from __future__ import annotations
 
-import os
 import traceback
+
+from ansible_collections.gpuops.host.plugins.module_utils._procs import ProcFS
 
 try:
     import pynvml
@@ -73,28 +74,10 @@ def local_process(pid, proc_root='/proc'):
     The name is the untruncated title where /proc/PID/comm is cut to 15 bytes
     (a process titled ``sglang::scheduler_TP3`` has comm ``sglang::schedul``).
     """
-    base = os.path.join(proc_root, str(pid))
-    try:
-        with open(os.path.join(base, 'comm'), 'rb') as f:
-            comm = _text(f.read()).rstrip('\n')
-    except (IOError, OSError):
+    proc = ProcFS(proc_root).read(pid)
+    if proc is None:
         return None
-    try:
-        with open(os.path.join(base, 'cmdline'), 'rb') as f:
-            raw = f.read()
-    except (IOError, OSError):
-        raw = b''
-    args = [_text(a) for a in raw.split(b'\0') if a]
-    if len(args) == 1 and ' ' in args[0]:
-        # setproctitle writes the title as one string padded with spaces or NULs
-        args = [args[0].strip()]
-    cmdline = ' '.join(args)
-    name = comm
-    if args:
-        first = os.path.basename(args[0].split(' ')[0])
-        if len(comm) >= 15 and first.startswith(comm):
-            name = first
-    return {'name': name, 'cmdline': cmdline}
+    return {'name': proc.name, 'cmdline': ' '.join(proc.cmdline)}
 
 
 class Nvml(object):

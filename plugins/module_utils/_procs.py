@@ -57,7 +57,7 @@ class Proc:
     def name(self):
         """comm, or the untruncated title where comm is cut to 15 bytes (``sglang::scheduler_TP3``)."""
         if len(self.comm) >= 15 and self.cmdline:
-            first = self.cmdline[0].split(' ')[0]
+            first = os.path.basename(self.cmdline[0].split(' ')[0])
             if first.startswith(self.comm):
                 return first
         return self.comm

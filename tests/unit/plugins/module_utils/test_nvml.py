@@ -27,6 +27,7 @@ def test_error_names(code, name, text):
 def write_proc(root, pid, comm, cmdline):
     d = root / str(pid)
     d.mkdir(parents=True)
+    (d / 'stat').write_bytes(b'%d (%s) S 1 %d %d 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 4242 0 0' % (pid, comm, pid, pid))
     (d / 'comm').write_bytes(comm + b'\n')
     (d / 'cmdline').write_bytes(cmdline)
 
