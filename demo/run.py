@@ -23,9 +23,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path[:0] = [os.path.join(REPO, "tests", "sim"), os.path.join(REPO, "tests", "integration")]
+sys.path.insert(0, os.path.join(REPO, "tests", "sim"))
 
-from roles_fleet import Fleet, Request, SimNode  # noqa: E402
+from gpusim.fleet import Fleet, Request, SimNode  # noqa: E402
 
 # Closer to a real server than the test timings, still quick: 3 s to load, a 1 s shutdown watchdog.
 SERVER_ENV = {"GPUSIM_SGLANG_LOAD_SECONDS": "3", "GPUSIM_SGLANG_WARMUP_SECONDS": "0.5",

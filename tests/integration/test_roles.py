@@ -21,7 +21,7 @@ import urllib.request
 import pytest
 
 from gpusim import standin
-from roles_fleet import ANSIBLE, ROLES, Fleet, Request, SimNode
+from gpusim.fleet import ANSIBLE, ROLES, Fleet, Request, SimNode
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox needs root")]
 

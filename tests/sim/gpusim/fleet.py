@@ -223,4 +223,4 @@ class Fleet:
 
 
 if __name__ == "__main__":
-    sys.exit("import this module from the tests")
+    sys.exit("import this module: from gpusim.fleet import Fleet, SimNode")
