@@ -1,0 +1,223 @@
+# Copyright: (c) 2026, gpuops maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The per-host lock of a gpuops run: one file holding its owner's record, in a directory only root can enter.
+
+    lock = HostLock("/run/gpuops")
+    lock.acquire({"run": "20260101T000000Z-42", "playbook": "...", ...}, max_age=21600)
+    ...
+    lock.release("20260101T000000Z-42")
+
+Every reading and change of the lock happens under flock(2) on the directory, held for the few
+microseconds a call takes and released by the kernel when the process ends, so it never goes stale
+itself. The lock file is created with its complete record already in it (link(2) of a written
+file: no moment where the lock exists without an owner) and a stale one is replaced by rename(2),
+then read back. Age is the host's own clock minus the host time in the record.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import stat
+import time
+
+LOCK_FILE = "lock.json"
+# A record this many seconds in the future cannot come from a run on this host's clock.
+FUTURE_TOLERANCE = 60.0
+
+
+class LockError(Exception):
+    """The lock directory cannot be trusted or used."""
+
+
+class LockHeld(Exception):
+    """Another run holds the lock."""
+
+    def __init__(self, path: str, owner: dict, age: float, max_age: float):
+        self.path, self.owner, self.age, self.max_age = path, owner, age, max_age
+        super().__init__(
+            "Another gpuops run holds the lock %s on this host: %s, taken %d s ago by this host's clock. Wait for it "
+            "to finish; if that run is dead, remove %s, or wait until the lock is older than %d s (its max_age)."
+            % (path, describe(owner), age, path, max_age))
+
+
+def describe(owner: dict) -> str:
+    """The holder of a lock in words."""
+    if not owner.get("run"):
+        return "a run whose record cannot be read"
+    words = ["run %s" % owner["run"]]
+    if owner.get("playbook"):
+        words.append("(%s)" % owner["playbook"])
+    who = [part for part in (
+        "by %s" % owner["user"] if owner.get("user") else "",
+        "from %s" % owner["controller"] if owner.get("controller") else "",
+        "controller PID %s" % owner["controller_pid"] if owner.get("controller_pid") else "",
+    ) if part]
+    if who:
+        words.append(", ".join(who))
+    return " ".join(words)
+
+
+def check_directory(path: str, uid: int) -> bool:
+    """Whether PATH exists; raise LockError unless it is a real directory of UID that nobody else can enter."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISDIR(st.st_mode):
+        raise LockError("The lock directory %s is not a directory (a link or a file); refusing to use it." % path)
+    if st.st_uid != uid or st.st_mode & 0o077:
+        raise LockError(
+            "The lock directory %s belongs to UID %d with mode %04o; it must belong to UID %d with mode 0700, so that "
+            "no other user can create, hold or remove the lock. Remove it; it is created again."
+            % (path, st.st_uid, stat.S_IMODE(st.st_mode), uid))
+    return True
+
+
+class HostLock:
+    """The lock in DIRECTORY; CLOCK gives the host's time, SLEEP waits (both injected for tests)."""
+
+    def __init__(self, directory: str, clock=time.time, sleep=time.sleep, uid: int = None, pid: int = None,
+                 guard_timeout: float = 30.0):
+        self.directory = directory
+        self.path = os.path.join(directory, LOCK_FILE)
+        self.clock, self.sleep = clock, sleep
+        self.uid = os.geteuid() if uid is None else uid
+        self.pid = os.getpid() if pid is None else pid
+        self.guard_timeout = guard_timeout
+
+    # -- reading --
+
+    def read(self):
+        """The record of the lock, None when there is none; {} (with its mtime) when it cannot be read."""
+        try:
+            with open(self.path) as f:
+                text = f.read()
+        except FileNotFoundError:
+            return None
+        try:
+            owner = json.loads(text)
+            if not isinstance(owner, dict):
+                raise ValueError("not an object")
+        except ValueError:
+            owner = {}
+        if not isinstance(owner.get("taken"), (int, float)):
+            try:
+                owner["taken"] = os.stat(self.path).st_mtime
+            except FileNotFoundError:
+                return None
+        return owner
+
+    def age(self, owner: dict) -> float:
+        return self.clock() - owner["taken"]
+
+    def is_stale(self, owner: dict, max_age: float) -> bool:
+        age = self.age(owner)
+        return age > max_age or age < -FUTURE_TOLERANCE
+
+    # -- changing --
+
+    def acquire(self, owner: dict, max_age: float, check_mode: bool = False) -> dict:
+        """Take the lock for OWNER (a dict with at least "run"); raise LockHeld when a live run holds it.
+
+        Returns changed, owner (the record now in force), taken_over (the stale record replaced, or None)."""
+        exists = check_directory(self.directory, self.uid)
+        if not exists:
+            if check_mode:
+                return {"changed": True, "owner": self.record(owner), "taken_over": None}
+            self._make_directory()
+        with self._guard(shared=check_mode):
+            current = self.read()
+            if current is not None and current.get("run") == owner["run"]:
+                return {"changed": False, "owner": current, "taken_over": None}
+            if current is not None and not self.is_stale(current, max_age):
+                raise LockHeld(self.path, current, self.age(current), max_age)
+            record = self.record(owner)
+            if check_mode:
+                return {"changed": True, "owner": record, "taken_over": current}
+            tmp = self._write(record)
+            try:
+                if current is None:
+                    os.link(tmp, self.path)  # fails when the lock exists: never replaces a record unread
+                else:
+                    os.rename(tmp, self.path)  # replaces the stale record in one step
+            except FileExistsError:
+                raise LockHeld(self.path, self.read() or {}, 0.0, max_age) from None
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+            now = self.read()
+            if now is None or now.get("run") != owner["run"]:
+                raise LockHeld(self.path, now or {}, self.age(now) if now else 0.0, max_age)
+            return {"changed": True, "owner": now, "taken_over": current}
+
+    def release(self, run: str, check_mode: bool = False) -> dict:
+        """Remove the lock when run RUN holds it; leave another run's lock alone.
+
+        Returns changed, released (whether RUN held it) and owner (the record left in place, or None)."""
+        if not check_directory(self.directory, self.uid):
+            return {"changed": False, "released": False, "owner": None}
+        with self._guard(shared=check_mode):
+            current = self.read()
+            if current is None or current.get("run") != run:
+                return {"changed": False, "released": False, "owner": current}
+            if not check_mode:
+                os.unlink(self.path)
+            return {"changed": True, "released": True, "owner": None}
+
+    def record(self, owner: dict) -> dict:
+        """OWNER with the host's own PID and time added."""
+        now = self.clock()
+        return dict(owner, host_pid=self.pid, taken=now,
+                    taken_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)))
+
+    # -- internals --
+
+    def _make_directory(self) -> None:
+        try:
+            os.mkdir(self.directory, 0o700)
+        except FileExistsError:
+            pass
+        check_directory(self.directory, self.uid)
+
+    def _write(self, record: dict) -> str:
+        tmp = os.path.join(self.directory, ".%s.%d.tmp" % (LOCK_FILE, self.pid))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(record, f, sort_keys=True)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        return tmp
+
+    def _guard(self, shared: bool = False):
+        return _Guard(self.directory, fcntl.LOCK_SH if shared else fcntl.LOCK_EX, self.guard_timeout, self.sleep)
+
+
+class _Guard:
+    """flock(2) on a directory for the duration of a with block."""
+
+    def __init__(self, directory: str, operation: int, timeout: float, sleep):
+        self.directory, self.operation, self.timeout, self.sleep = directory, operation, timeout, sleep
+        self.fd = None
+
+    def __enter__(self):
+        self.fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
+        waited = 0.0
+        while True:
+            try:
+                fcntl.flock(self.fd, self.operation | fcntl.LOCK_NB)
+                return self
+            except OSError as e:
+                if e.errno not in (errno.EAGAIN, errno.EACCES) or waited >= self.timeout:
+                    os.close(self.fd)
+                    raise LockError("Cannot take flock on %s within %.0f s: %s"
+                                    % (self.directory, waited, e.strerror)) from None
+            self.sleep(0.01)
+            waited += 0.01
+
+    def __exit__(self, *exc):
+        os.close(self.fd)  # closing the descriptor releases the flock

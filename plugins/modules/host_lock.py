@@ -1,0 +1,148 @@
+#!/usr/bin/python
+# Copyright: (c) 2026, gpuops maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: host_lock
+short_description: Take or release the per-host lock of a gpuops run
+version_added: 0.2.0
+description:
+  - Keeps two runs from acting on one host at once. The lock is the file C(lock.json) in O(path), a directory
+    that belongs to the user the module runs as (root) with mode 0700, so no other user can create, hold or
+    remove the lock. The module creates the directory when it is missing and refuses one that another user owns
+    or can enter.
+  - The lock file is created with its owner's record already in it (O(run), O(owner), and the host's own PID and
+    time). A run finds the lock held when another run's record is younger than O(max_age) by the host's own
+    clock, and fails naming that run.
+  - A stale lock (older than O(max_age), or dated more than a minute in the future) is replaced in one step by
+    C(rename(2)) and read back. Every reading and change happens under C(flock(2)) on O(path), which the kernel
+    drops when the module exits, so of two runs that race for one stale lock exactly one takes it.
+  - O(state=absent) removes the lock only when O(run) holds it, so a run that failed to take the lock never
+    releases another run's.
+author:
+  - gpuops maintainers (@gpuops)
+extends_documentation_fragment:
+  - gpuops.host.attributes
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Reports whether the lock would be taken or released; neither takes nor removes a lock, nor creates O(path).
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+    details:
+      - Taking a lock that O(run) already holds, or releasing one it does not hold, changes nothing.
+options:
+  path:
+    description: Directory of the lock. It must not be writable or enterable by other users (mode 0700).
+    type: path
+    default: /run/gpuops
+  state:
+    description: V(present) takes the lock for O(run); V(absent) releases it if O(run) holds it.
+    type: str
+    choices: [present, absent]
+    default: present
+  run:
+    description: Name of the run that takes or releases the lock.
+    type: str
+    required: true
+  owner:
+    description:
+      - More about the run, written into the record and quoted to a run that finds the lock held, for example
+        C(playbook), C(controller), C(controller_pid) and C(user).
+    type: dict
+    default: {}
+  max_age:
+    description: Seconds after which a lock counts as stale, its run as dead, by the host's own clock.
+    type: int
+    default: 21600
+"""
+
+EXAMPLES = r"""
+- name: Take the lock of this host
+  gpuops.host.host_lock:
+    run: "{{ run_id }}"
+    owner:
+      playbook: "{{ ansible_play_name }}"
+      controller: "{{ lookup('ansible.builtin.pipe', 'hostname') }}"
+
+- name: Release it
+  gpuops.host.host_lock:
+    run: "{{ run_id }}"
+    state: absent
+"""
+
+RETURN = r"""
+lock:
+  description: Path of the lock file.
+  returned: always
+  type: str
+  sample: /run/gpuops/lock.json
+owner:
+  description:
+    - The record of the run that holds the lock after the call (O(state=present)), or of another run whose lock was
+      left in place (O(state=absent)); V(null) when no lock is left.
+    - C(run), the keys of O(owner), C(host_pid), C(taken) (seconds since the epoch, host clock) and C(taken_utc).
+  returned: always
+  type: dict
+  sample: {"run": "20260101T000000Z-42", "playbook": "Restart SGLang in serving mode", "host_pid": 4242,
+           "taken": 1767225600.0, "taken_utc": "2026-01-01T00:00:00Z"}
+taken_over:
+  description: The record of the stale lock that was replaced, V(null) when none was.
+  returned: O(state=present)
+  type: dict
+  sample: null
+released:
+  description: Whether O(run) held the lock that was removed.
+  returned: O(state=absent)
+  type: bool
+  sample: true
+holder:
+  description: The record of the run that holds the lock, when the module fails because the lock is held.
+  returned: failure
+  type: dict
+age:
+  description: Age in seconds, by the host's clock, of the lock that is held, when the module fails because of it.
+  returned: failure
+  type: float
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuops.host.plugins.module_utils._lock import HostLock, LockError, LockHeld
+
+
+def argument_spec():
+    return dict(
+        path=dict(type='path', default='/run/gpuops'),
+        state=dict(type='str', choices=['present', 'absent'], default='present'),
+        run=dict(type='str', required=True),
+        owner=dict(type='dict', default={}),
+        max_age=dict(type='int', default=21600),
+    )
+
+
+def main():
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    p = module.params
+    lock = HostLock(p['path'])
+    try:
+        if p['state'] == 'present':
+            result = lock.acquire(dict(p['owner'], run=p['run']), p['max_age'], module.check_mode)
+        else:
+            result = lock.release(p['run'], module.check_mode)
+    except LockHeld as e:
+        module.fail_json(msg=str(e), lock=lock.path, holder=e.owner, age=round(e.age, 1))
+    except (LockError, OSError) as e:
+        module.fail_json(msg="Cannot use the lock %s: %s" % (lock.path, e))
+    module.exit_json(lock=lock.path, **result)
+
+
+if __name__ == '__main__':
+    main()
