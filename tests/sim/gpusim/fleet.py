@@ -59,7 +59,7 @@ class SimNode:
         self.state_dir = os.path.join(self.workdir, "state")
         self.log_dir = os.path.join(self.workdir, "log")
         self.dump_root = os.path.join(self.workdir, "dumps")
-        self.lock_path = os.path.join(self.workdir, "gpuops.lock")
+        self.lock_path = os.path.join(self.workdir, "gpuops-lock")  # the lock directory (0700)
         self.port = net.free_port()
         self.url = "http://127.0.0.1:%d" % self.port
         self.server_env = dict(standin.FAST_ENV, **(server_env or {}))
@@ -96,7 +96,7 @@ class SimNode:
             "sglang_stop_kill_timeout": 5,
             "gpu_clean_verify_timeout": 10,
             "gpu_clean_poll_interval": 0.1,
-            "fleet_run_lock_path": self.lock_path,
+            "gpuops_lock_dir": self.lock_path,
         }
         values.update(extra)
         return values
