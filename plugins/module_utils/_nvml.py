@@ -42,7 +42,7 @@ class NvmlError(Exception):
     """NVML could not be used at all; ``code`` is the NVML error name when there is one."""
 
     def __init__(self, msg, code=None):
-        super(NvmlError, self).__init__(msg)
+        super().__init__(msg)
         self.code = code
 
 
@@ -80,7 +80,7 @@ def local_process(pid, proc_root='/proc'):
     return {'name': proc.name, 'cmdline': ' '.join(proc.cmdline)}
 
 
-class Nvml(object):
+class Nvml:
     """An open NVML session; use as a context manager.
 
     >>> with Nvml() as nvml:
@@ -171,7 +171,7 @@ class Nvml(object):
     def read_gpu(self, index):
         """Facts of one GPU. An NVML error on it is recorded in ``error``, never raised."""
         gpu = {
-            'index': index, 'uuid': self._uuids.get(index), 'name': None, 'pci_bus_id': None,
+            'index': index, 'uuid': self._uuids.get(index), 'minor': None, 'name': None, 'pci_bus_id': None,
             'total_mib': None, 'used_mib': None, 'reserved_mib': None, 'free_mib': None,
             'v1_used_mib': None, 'processes': [], 'error': None,
         }
@@ -180,6 +180,7 @@ class Nvml(object):
             handle = nvml.nvmlDeviceGetHandleByIndex(index)
             gpu['uuid'] = self._uuids[index] = _text(nvml.nvmlDeviceGetUUID(handle))
             gpu['name'] = _text(nvml.nvmlDeviceGetName(handle))
+            gpu['minor'] = self._optional(nvml.nvmlDeviceGetMinorNumber, handle)
             pci = self._optional(nvml.nvmlDeviceGetPciInfo, handle)
             gpu['pci_bus_id'] = _text(pci.busId) if pci is not None else None
             (gpu['total_mib'], gpu['used_mib'], gpu['reserved_mib'], gpu['free_mib'],
@@ -206,10 +207,21 @@ def gpu_process_pids(pynvml_module, proc_root='/proc'):
 
     GPUs NVML cannot read (lost) are skipped. Raises NvmlError when NVML cannot be used.
     """
+    return gpu_inventory(pynvml_module, proc_root)[1]
+
+
+def gpu_inventory(pynvml_module, proc_root='/proc'):
+    """``(devices, listing)``: ``{minor: {index, uuid}}`` of the /dev/nvidiaN files, and every
+    process NVML lists on any GPU, ``[{gpu_uuid, gpu_index, pid, used_mib}]``.
+
+    GPUs NVML cannot read (lost) are skipped. Raises NvmlError when NVML cannot be used.
+    """
     with Nvml(pynvml_module, proc_root) as nvml:
-        found = []
+        devices, found = {}, []
         for index in range(nvml.count()):
             gpu = nvml.read_gpu(index)
+            if gpu['minor'] is not None:
+                devices[gpu['minor']] = {'index': index, 'uuid': gpu['uuid']}
             for p in gpu['processes']:
                 found.append({'gpu_uuid': gpu['uuid'], 'gpu_index': index, 'pid': p['pid'], 'used_mib': p['used_mib']})
-        return found
+        return devices, found

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import errno
 import os
+import pwd
 import signal
 
 PF_KTHREAD = 0x00200000  # /proc/PID/stat flags bit of kernel threads
 
 _GONE = (errno.ENOENT, errno.ESRCH)
+_DENIED = (errno.EACCES, errno.EPERM)
 
 
 class Proc:
@@ -38,6 +40,15 @@ class Proc:
 
     def __repr__(self):
         return 'Proc(%d, %r, %s)' % (self.pid, self.command, self.state)
+
+    @property
+    def session_leader(self):
+        """True for the process that started its session (setsid): its PID is the session ID."""
+        return self.sid == self.pid
+
+    @property
+    def group_leader(self):
+        return self.pgid == self.pid
 
     @property
     def kernel_thread(self):
@@ -165,19 +176,29 @@ class ProcFS:
                 table[pid] = proc
         return table
 
-    def environ(self, pid):
-        """The environment of a process, or None when it cannot be read."""
+    def environ(self, pid, denied=None):
+        """The environment of a process, or None when it cannot be read.
+
+        ``denied`` (a set), when given, collects the PID if reading was not permitted.
+        """
         try:
             return parse_environ(_read(self._path(pid, 'environ')))
-        except (IOError, OSError):
+        except (IOError, OSError) as e:
+            if denied is not None and e.errno in _DENIED:
+                denied.add(pid)
             return None
 
-    def open_files(self, pid):
-        """Targets of the open file descriptors of a process (empty when they cannot be read)."""
+    def open_files(self, pid, denied=None):
+        """Targets of the open file descriptors of a process (empty when they cannot be read).
+
+        ``denied`` (a set), when given, collects the PID if reading was not permitted.
+        """
         fd_dir = self._path(pid, 'fd')
         try:
             fds = os.listdir(fd_dir)
-        except (IOError, OSError):
+        except (IOError, OSError) as e:
+            if denied is not None and e.errno in _DENIED:
+                denied.add(pid)
             return []
         targets = []
         fd_dir += os.sep
@@ -187,6 +208,55 @@ class ProcFS:
             except (IOError, OSError):
                 pass
         return targets
+
+    def pid_namespace(self, pid):
+        """The PID namespace of a process as ``pid:[INODE]``, or None when it cannot be read."""
+        try:
+            return os.readlink(self._path(pid, 'ns', 'pid'))
+        except (IOError, OSError):
+            return None
+
+    def cgroup(self, pid):
+        """The contents of /proc/PID/cgroup, or '' when it cannot be read."""
+        try:
+            return _text(_read(self._path(pid, 'cgroup')))
+        except (IOError, OSError):
+            return ''
+
+    def owner(self, pid):
+        """The user name (or UID where it has none) that owns a process; None when it is gone."""
+        try:
+            uid = os.stat(self._path(pid)).st_uid
+        except (IOError, OSError):
+            return None
+        try:
+            return pwd.getpwuid(uid).pw_name
+        except KeyError:
+            return str(uid)
+
+    def hidden(self):
+        """Why this /proc shows only some processes (``hidepid``, ``subset``), or None.
+
+        Read from the mount options of /proc in /proc/self/mountinfo.
+        """
+        try:
+            lines = _text(_read(os.path.join(self.root, 'self', 'mountinfo'))).splitlines()
+        except (IOError, OSError):
+            return None
+        for line in lines:
+            head, dummy, tail = line.partition(' - ')
+            fields, super_fields = head.split(), tail.split()
+            if len(fields) < 5 or len(super_fields) < 3 or super_fields[0] != 'proc':
+                continue
+            if fields[4] != os.path.abspath(self.root):
+                continue
+            for option in super_fields[2].split(','):
+                name, dummy, value = option.partition('=')
+                if name == 'hidepid' and value not in ('0', 'off'):
+                    return 'hidepid=%s' % value
+                if name == 'subset':
+                    return 'subset=%s' % value
+        return None
 
     def ancestry(self, pid):
         """``pid`` and its ancestors up to the namespace's init, read fresh from /proc."""

@@ -13,22 +13,36 @@ version_added: 0.1.0
 description:
   - Stops the processes it is told to stop, and nothing else. It replaces hand procedures such as
     C(pkill -f sglang; sleep 2; kill -9 <every python3>; fuser -k /dev/nvidia*).
-  - Processes are selected by command line (O(patterns), O(presets)), environment (O(environ)), PID (O(pids)),
-    open NVIDIA device files (O(device_holders)) or the GPU process list of NVML (O(nvml_processes)). Selectors
-    are combined with OR; a call that selects by nothing is an error, never "every process".
-  - Descendants of selected processes are selected too (O(descendants)).
-  - The selected processes are stopped as O(kill_mode) says, polling C(/proc) every 20 ms, and returns as
-    soon as every target is gone. C(/proc) is scanned again before SIGKILL, so children spawned meanwhile are
-    caught. Device holders (O(device_holders)) are handled after the selected processes, with the same escalation.
+  - Roots are selected by command line (O(patterns), O(presets)), environment (O(environ)), PID (O(pids)) or the
+    GPU process list of NVML (O(nvml_processes)); selectors are combined with OR. What belongs to a root is selected
+    with it - its descendants (O(descendants)), the rest of the session it leads, and orphans of its session
+    re-parented to PID 1 after the session leader exited (O(sessions)).
+  - Other holders of NVIDIA devices (a colleague's training job, a monitor, a process in a container) are not
+    signalled. They are reported in RV(foreign) with their user, command line and GPUs, so that the verification
+    that follows (M(gpuops.host.gpu_verify)) can name them. Stopping them is an opt-in limited to named GPUs
+    (O(device_holders) with O(devices)).
+  - Processes in another PID namespace or in a container's cgroup are not selected unless O(other_namespaces) is
+    set; they are listed in RV(other_namespaces).
+  - The selected processes are stopped as O(kill_mode) says, polling C(/proc) every 20 ms, and returns as soon as
+    every target is gone. C(/proc) is scanned again every 250 ms and before SIGKILL, so children spawned meanwhile
+    are caught; one found that way gets O(term_signal) and its own O(term_timeout) when it is a root of the
+    selection (or in V(control-group) mode), never SIGKILL without warning.
   - Before every signal the process identity is confirmed (start time, and a pidfd where Python and the kernel
     offer one), so a reused PID is never signalled.
   - PID 1, kernel threads, the module's own process and its ancestors (the shells and the SSH session Ansible
     runs it through) are never signalled, whatever the options say; nor are processes named in O(protect) or in
     the built-in list of O(protect_defaults).
+  - The run is refused before anything is signalled, in check mode too, when a pattern or environment expression
+    matches the empty string (and so every process), when O(devices) names files other than per-GPU device files,
+    when the selection has more than O(max_processes) processes, when a timeout is not a finite number, and when
+    C(/proc) hides other users' processes (C(hidepid)) or their environment or open files cannot be read while a
+    selector needs them (run as root).
+  - A process that cannot be signalled (C(EPERM) from an LSM or without root) fails the run, with what was stopped
+    and what could not be signalled, and why, in RV(stopped) and RV(unsignalled).
   - Zombies (C(<defunct>)) have exited already; they are reported in RV(zombies) with their parent and do not fail
     the run. A target still alive O(kill_timeout) seconds after SIGKILL fails the run.
-  - Runs on the target with the Python standard library only (C(/proc) parsing); O(nvml_processes) needs
-    C(nvidia-ml-py).
+  - Runs on the target with the Python standard library only (C(/proc) parsing). Where C(nvidia-ml-py) is
+    installed, NVML adds GPU indices, UUIDs and memory to RV(foreign); O(nvml_processes) needs it.
 author:
   - gpuops maintainers (@gpuops)
 extends_documentation_fragment:
@@ -55,14 +69,17 @@ options:
         C(comm) name.
       - Be precise. A bare V(sglang) also selects C(grep sglang), C(tail -f /var/log/sglang/server.log) and
         C(vim /etc/sglang/serve.yaml); anchor the pattern at the first argument, or use O(presets).
+      - An expression that matches the empty string (V(.*), V(|), V(x?)) is refused.
     type: list
     elements: str
   presets:
     description:
       - Named sets of precise patterns, added to O(patterns).
-      - V(sglang) selects C(python -m sglang.launch_server ...), C(sglang serve ...) (also run through a Python
-        interpreter) and the titled children C(sglang::scheduler_TP0), C(sglang::detokenizer) and so on; the
-        EXAMPLES show its patterns.
+      - V(sglang) selects C(python -m sglang.launch_server ...) with any interpreter options
+        (C(python3 -X faulthandler -W ignore -u -m sglang.launch_server)) and any interpreter path
+        (C(/opt/venv/bin/python3.11)), C(sglang serve ...) (also by path, or run through a Python interpreter),
+        and the titled children C(sglang::scheduler_TP3), C(sglang::scheduler_DP0_PP1_TP0_EP0),
+        C(sglang::detokenizer), C(sglang::data_parallel_controller) and so on; the EXAMPLES show its patterns.
     type: list
     elements: str
     choices: [sglang]
@@ -74,34 +91,70 @@ options:
         name in their command line, when the launch sets a marker variable.
       - SGLang children rename themselves with setproctitle, which overwrites the environment that
         C(/proc/PID/environ) shows unless the launch also sets C(SPT_NOENV=1).
+      - An expression that matches the empty string (V(''), V(.*)) is refused.
     type: dict
   pids:
     description:
-      - Process IDs to stop.
+      - Process IDs to stop: the processes that have these PIDs when the module starts.
     type: list
     elements: int
-  device_holders:
+  descendants:
     description:
-      - Also stop processes holding an open file descriptor on a file matching O(devices), after the other
-        selected processes have been stopped.
-      - The daemons of O(protect_defaults) (C(nvidia-persistenced), C(nv-hostengine), ...) hold C(/dev/nvidiactl)
-        legitimately; they are left alone and listed in RV(protected).
+      - Also select every descendant of a selected process (children without the server's name, such as
+        C(multiprocessing) resource trackers and compile workers).
+    type: bool
+    default: true
+  sessions:
+    description:
+      - Also select the other processes of a session that a selected process leads (a server started with
+        C(setsid)), and the processes of a selected process's session that were re-parented to PID 1 after
+        the session leader exited (orphaned schedulers).
+      - A session led by a process that is not selected (a login shell) is not selected.
+    type: bool
+    default: true
+  other_namespaces:
+    description:
+      - Also select processes that run in another PID namespace than the module, or in another container's cgroup
+        (Docker, Podman, CRI-O, containerd, Kubernetes pods, LXC, systemd-nspawn).
+      - By default they are listed in RV(other_namespaces) and not touched. A server in a container is stopped
+        through its container; its drain cannot be reached from the host's network namespace.
     type: bool
     default: false
   nvml_processes:
     description:
       - Also stop the processes NVML lists on any GPU (compute and graphics processes). Needs C(nvidia-ml-py)
         on the target.
-      - NVML reports host PIDs. A listed PID that does not exist in this PID namespace, or that holds no
-        C(/dev/nvidia*) file here, is reported in RV(nvml_unmapped) and not signalled.
+      - NVML lists the PIDs of the host's PID namespace. The module refuses this option where it runs in another PID
+        namespace. A listed PID that does not exist, or that holds no C(/dev/nvidia*) file, is reported in
+        RV(nvml_unmapped) and not signalled.
+    type: bool
+    default: false
+  device_holders:
+    description:
+      - Also stop the unprotected processes holding an open file descriptor on a file matching O(devices), after
+        the other selected processes have been stopped, with the same escalation (O(term_signal) first).
+      - An explicit opt-in for GPUs that must be freed whoever uses them. O(devices) names the GPUs.
     type: bool
     default: false
   devices:
     description:
-      - Shell globs of the device files O(device_holders) looks for.
+      - Shell globs of the per-GPU device files whose holders O(device_holders) stops, such as V(/dev/nvidia5) or
+        V(/dev/nvidia[45]). Required with O(device_holders).
+      - Only C(/dev/nvidiaN) and C(/dev/dri/*) files are accepted. Globs that match C(/dev/nvidiactl),
+        C(/dev/nvidia-uvm) or C(/dev/nvidia-modeset), which every CUDA process and the NVIDIA daemons hold, are
+        refused.
+      - C(/dev/nvidiaN) is numbered by the device minor number, which can differ from the NVML index; RV(foreign)
+        gives both.
     type: list
     elements: str
-    default: ['/dev/nvidia[0-9]*', '/dev/nvidiactl', '/dev/nvidia-uvm', '/dev/nvidia-uvm-tools', '/dev/nvidia-modeset']
+  max_processes:
+    description:
+      - The most processes one selection may hold. A larger selection is refused before any signal, since it
+        means a selector is too broad.
+      - An SGLang server's tree is a main process, one scheduler per GPU, a detokenizer and helpers (tens of
+        processes, more with compile workers); the default leaves room for that.
+    type: int
+    default: 512
   protect:
     description:
       - Names of processes never signalled, added to the built-in list (see O(protect_defaults)).
@@ -110,17 +163,21 @@ options:
     elements: str
   protect_defaults:
     description:
-      - Protect the built-in list as well as O(protect) - C(nvidia-persistenced), C(nv-hostengine),
-        C(dcgm-exporter), C(nv-fabricmanager), C(nvidia-fabricmanager), C(nvidia-powerd), C(Xorg), C(Xwayland),
-        C(nvidia-cuda-mps-control), C(nvidia-cuda-mps-server), C(sshd), C(sshd-session), C(systemd), C(init),
-        C(tini), C(dumb-init), C(catatonit), C(runit), C(runsvdir), C(s6-svscan) and C(openrc-init).
+      - Protect the built-in list as well as O(protect).
+      - NVIDIA driver and fabric daemons - C(nvidia-persistenced) (keeps the driver initialised),
+        C(nv-fabricmanager) and C(nvidia-fabricmanager) (NVSwitch fabric; CUDA fails with error 802 without it),
+        C(nvidia-imex) (memory export across an NVLink domain), C(nvidia-powerd) (Dynamic Boost),
+        C(nvidia-vgpu-mgr), C(nvidia-vgpud) and C(nvidia-gridd) (vGPU manager, configuration and licensing),
+        C(nvidia-cuda-mps-control) and C(nvidia-cuda-mps-server) (MPS, shared by all its clients).
+      - Monitoring and management - C(nv-hostengine) (DCGM), C(dcgm-exporter) (a SIGKILL of it has frozen GPUs
+        until reboot), C(nvsm) and C(nvsm-core) (DGX system management), C(nvidia-smi) and C(nvtop) (monitors).
+      - Kubernetes GPU operator - C(nvidia-device-plugin) (advertises the GPUs to the kubelet),
+        C(gpu-feature-discovery) (labels the node), C(nvidia-mig-parted) (MIG partitions).
+      - Display servers C(Xorg) and C(Xwayland).
+      - What keeps the host and its containers running - C(sshd), C(sshd-session), C(systemd), C(init), C(tini),
+        C(dumb-init), C(catatonit), C(runit), C(runsvdir), C(s6-svscan), C(openrc-init), C(containerd),
+        C(containerd-shim-runc-v2), C(dockerd), C(conmon) and C(kubelet).
       - V(false) drops that list. PID 1, kernel threads, the module and its ancestors stay protected.
-    type: bool
-    default: true
-  descendants:
-    description:
-      - Also select every descendant of a selected process (children without the server's name, such as
-        C(multiprocessing) resource trackers and compile workers).
     type: bool
     default: true
   kill_mode:
@@ -143,12 +200,12 @@ options:
     default: SIGTERM
   term_timeout:
     description:
-      - Seconds to wait after O(term_signal) before SIGKILL. V(0) sends SIGKILL at once.
+      - Seconds to wait after O(term_signal) before SIGKILL. V(0) sends SIGKILL at once. Must be finite.
     type: float
     default: 30
   kill_timeout:
     description:
-      - Seconds to wait after SIGKILL before the run fails with the processes still alive.
+      - Seconds to wait after SIGKILL before the run fails with the processes still alive. Must be finite.
     type: float
     default: 10
 notes:
@@ -156,6 +213,8 @@ notes:
     follow them before SIGKILL.
   - Without pidfds (Python 3.8, or Linux before 5.3) the start time is checked just before C(kill()), which leaves
     a window of microseconds in which a PID could be reused.
+  - NVML's PIDs are taken as this namespace's where the module runs in the kernel's initial PID namespace, or in
+    the one the environment variable C(GPUOPS_HOST_PIDNS) names (C(pid:[INODE]), as a simulated GPU node sets it).
 seealso:
   - module: gpuops.host.gpu_verify
   - name: systemd.kill(5)
@@ -174,8 +233,8 @@ EXAMPLES = r"""
 - name: Stop SGLang by explicit patterns
   gpuops.host.gpu_reap:
     patterns:
-      - '^\S*python[0-9.]*\s+(-\S+\s+)*-m\s+sglang\.launch_server(\s|$)'
-      - '^(\S*python[0-9.]*\s+(-\S+\s+)*)?(\S*/)?sglang\s+serve(\s|$)'
+      - '^\S*python[0-9.]*(?:\s+(?:-[XW]\s*\S+|-[A-Za-z]+))*?\s+-[A-Za-z]*m\s*sglang\.launch_server(?:\s|$)'
+      - '^(?:\S*python[0-9.]*(?:\s+(?:-[XW]\s*\S+|-[A-Za-z]+))*?\s+)?(?:\S*/)?sglang\s+serve(?:\s|$)'
       - '^sglang::'
 
 - name: Stop every process of one launch, even orphans re-parented to PID 1
@@ -184,13 +243,17 @@ EXAMPLES = r"""
     environ:
       GPUOPS_RUN: '^extract-42$'
 
-- name: Then stop whatever still holds a GPU, leaving the NVIDIA daemons alone
+- name: Then free GPUs 4 and 5 whoever holds them, leaving the NVIDIA daemons alone
   gpuops.host.gpu_reap:
     presets: [sglang]
     device_holders: true
-    nvml_processes: true
+    devices: [/dev/nvidia4, /dev/nvidia5]
     protect: [my-gpu-exporter]
   register: reap
+
+- name: Name the GPU holders that were left running
+  ansible.builtin.debug:
+    msg: "{{ reap.foreign | map(attribute='cmdline') }}"
 
 - name: Show what was stopped
   ansible.builtin.debug:
@@ -206,7 +269,6 @@ EXAMPLES = r"""
 - name: Preview what would be stopped
   gpuops.host.gpu_reap:
     presets: [sglang]
-    device_holders: true
   check_mode: true
   register: preview
 """
@@ -309,7 +371,7 @@ remaining:
       state: D
       signals: [SIGKILL]
 nvml_unmapped:
-  description: GPU processes NVML listed that are not processes of this PID namespace; not signalled.
+  description: GPU processes NVML listed that are not processes here holding a C(/dev/nvidia*) file; not signalled.
   returned: always
   type: list
   elements: dict
@@ -318,7 +380,62 @@ nvml_unmapped:
       gpu_index: 0
       pid: 912345
       used_mib: 101234
-      reason: no such process here (NVML reports host PIDs)
+      reason: no such process here
+other_namespaces:
+  description:
+    - Processes that matched a selector or belonged to a selected process, but run in another PID namespace or
+      container than the module; seen, and not touched (see O(other_namespaces)).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - pid: 5120
+      ppid: 5101
+      pgid: 5101
+      sid: 5101
+      name: python3
+      cmdline: python3 -m sglang.launch_server --model-path /models/qwen --port 30001
+      matched_by: ['pattern ^sglang::']
+      reason: 'in another PID namespace (pid:[4026532871])'
+foreign:
+  description:
+    - Unprotected processes holding an NVIDIA device (or listed by NVML) that were not selected, after the run; not
+      signalled. Each with its user, command line, the device files it holds and its GPUs (device, NVML index,
+      UUID and memory where NVML is available), and C(where) it runs when that is another PID namespace or
+      container.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - pid: 7310
+      ppid: 1
+      pgid: 7310
+      sid: 7310
+      name: python3
+      cmdline: python3 train.py --epochs 3
+      user: alice
+      devices: [/dev/nvidia5, /dev/nvidiactl, /dev/nvidia-uvm]
+      gpus:
+        - device: /dev/nvidia5
+          index: 5
+          uuid: GPU-5b1f3c2e-0b6a-4a5e-9e53-0f6a1d2c3b4a
+          used_mib: 20480
+      where: null
+unsignalled:
+  description: Selected processes that could not be signalled, with the error (C(EPERM) without root or under an LSM). Only a failed run has any.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - pid: 4400
+      ppid: 1
+      pgid: 4400
+      sid: 4400
+      name: python3
+      cmdline: python3 -m sglang.launch_server --port 30000
+      matched_by: ['pattern ^\S*python...']
+      error: 'EPERM sending SIGTERM: Operation not permitted'
+      signals: []
 elapsed:
   description: Seconds the run took.
   returned: always
@@ -330,13 +447,29 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.gpuops.host.plugins.module_utils._namespaces import Place
 from ansible_collections.gpuops.host.plugins.module_utils._nvml import (
-    HAS_PYNVML, PYNVML_IMPORT_ERROR, NvmlError, gpu_process_pids, pynvml,
+    HAS_PYNVML, PYNVML_IMPORT_ERROR, NvmlError, gpu_inventory, pynvml,
 )
 from ansible_collections.gpuops.host.plugins.module_utils._procs import ProcFS
-from ansible_collections.gpuops.host.plugins.module_utils._reap import (
-    DEFAULT_DEVICES, PRESETS, Reaper, ReapError, ReapFailure, parse_options,
-)
+from ansible_collections.gpuops.host.plugins.module_utils._reap import Reaper, ReapFailure
+from ansible_collections.gpuops.host.plugins.module_utils._reap_options import PRESETS, ReapError, parse_options
+
+
+def read_gpus(module, options, place):
+    """NVML's device numbers and process list: required for nvml_processes, else best effort."""
+    if not HAS_PYNVML:
+        if options.nvml_processes:
+            module.fail_json(msg=missing_required_lib('nvidia-ml-py', reason='for nvml_processes'),
+                             exception=PYNVML_IMPORT_ERROR)
+        return {}, []
+    try:
+        devices, listing = gpu_inventory(pynvml)
+    except NvmlError as e:
+        if options.nvml_processes:
+            module.fail_json(msg='nvml_processes: cannot list GPU processes: %s' % e)
+        return {}, []
+    return devices, listing if place.nvml_pids_are_local else []
 
 
 def main():
@@ -346,41 +479,36 @@ def main():
             presets=dict(type='list', elements='str', choices=sorted(PRESETS)),
             environ=dict(type='dict'),
             pids=dict(type='list', elements='int'),
-            device_holders=dict(type='bool', default=False),
+            descendants=dict(type='bool', default=True),
+            sessions=dict(type='bool', default=True),
+            other_namespaces=dict(type='bool', default=False),
             nvml_processes=dict(type='bool', default=False),
-            devices=dict(type='list', elements='str', default=list(DEFAULT_DEVICES)),
+            device_holders=dict(type='bool', default=False),
+            devices=dict(type='list', elements='str'),
+            max_processes=dict(type='int', default=512),
             protect=dict(type='list', elements='str'),
             protect_defaults=dict(type='bool', default=True),
-            descendants=dict(type='bool', default=True),
             kill_mode=dict(type='str', default='mixed', choices=['mixed', 'control-group']),
             term_signal=dict(type='str', default='SIGTERM'),
             term_timeout=dict(type='float', default=30),
             kill_timeout=dict(type='float', default=10),
         ),
+        required_if=[('device_holders', True, ['devices'])],
         supports_check_mode=True,
     )
+    procs = ProcFS()
+    place = Place(procs, os.getpid())
     try:
         options = parse_options(module.params)
-    except ReapError as e:
-        module.fail_json(msg=str(e))
-
-    listing = []
-    if options.nvml_processes:
-        if not HAS_PYNVML:
-            module.fail_json(msg=missing_required_lib('nvidia-ml-py', reason='for nvml_processes'),
-                             exception=PYNVML_IMPORT_ERROR)
-        try:
-            listing = gpu_process_pids(pynvml)
-        except NvmlError as e:
-            module.fail_json(msg='nvml_processes: cannot list GPU processes: %s' % e)
-
-    reaper = Reaper(options, ProcFS(), os.getpid(), nvml_listing=listing)
-    try:
+        devices, listing = read_gpus(module, options, place)
+        reaper = Reaper(options, procs, os.getpid(), place, nvml_listing=listing, gpu_devices=devices)
         if module.check_mode:
             reaper.plan()
         else:
             reaper.run()
-        result = reaper.result(check_mode=module.check_mode)
+        result = reaper.result()
+    except ReapError as e:
+        module.fail_json(msg=str(e), changed=False)
     except ReapFailure as e:
         module.fail_json(msg=str(e), **e.result)
     module.exit_json(**result)

@@ -26,8 +26,8 @@ pytestmark = pytest.mark.slow
 
 
 def _load_reap():
-    path = os.path.join(REPO, "plugins", "module_utils", "_reap.py")
-    spec = importlib.util.spec_from_file_location("gpuops_reap", path)
+    path = os.path.join(REPO, "plugins", "module_utils", "_reap_options.py")
+    spec = importlib.util.spec_from_file_location("gpuops_reap_options", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -9,11 +9,15 @@ import signal
 
 import pytest
 
+from ansible_collections.gpuops.host.plugins.module_utils._namespaces import Place
 from ansible_collections.gpuops.host.plugins.module_utils._procs import Proc
-from ansible_collections.gpuops.host.plugins.module_utils._reap import (
-    DEFAULT_DEVICES, SGLANG_PATTERNS, Reaper, ReapError, ReapFailure, Phase, Target, device_matcher, parse_options,
-    parse_signal,
+from ansible_collections.gpuops.host.plugins.module_utils._reap import Reaper, ReapFailure
+from ansible_collections.gpuops.host.plugins.module_utils._reap_options import (
+    SGLANG_PATTERNS, ReapError, parse_options, parse_signal,
 )
+from ansible_collections.gpuops.host.plugins.module_utils._reap_selection import Phase, Target, device_matcher
+
+HOST_NS = 'pid:[4026531836]'
 
 SELF = 900      # the module's process in the fake world; its parent is 899 (the ansible shell)
 
@@ -38,17 +42,27 @@ class World:
         self.held = {}          # pid -> signal waiting for SIGCONT
         self.sent = []          # (time, pid, signal name)
         self.next_start = 1000
+        self.ns = {}            # pid -> PID namespace, HOST_NS unless given
+        self.cgroups = {}
+        self.owners = {}
+        self.denied = set()     # PIDs whose environ and fds cannot be read
+        self.eperm = set()      # PIDs that refuse signals with EPERM
+        self.mounted_with = None
         self.add(1, 0, ['/sbin/init'], comm='systemd', exe='/usr/lib/systemd/systemd')
         self.add(2, 0, [], comm='kthreadd', flags=0x00200000)
         self.add(899, 1, ['/bin/sh', '-c', 'python3 AnsiballZ_gpu_reap.py && sleep 0'], comm='sh', exe='/bin/sh')
         self.add(SELF, 899, ['python3', 'AnsiballZ_gpu_reap.py'], comm='python3', exe='/usr/bin/python3.11')
 
     def add(self, pid, ppid, cmdline, comm=None, exe='/usr/bin/python3.11', state='S', env=None, fds=(),
-            on_term=('exit', 0.5), flags=0):
+            on_term=('exit', 0.5), flags=0, sid=None, ns=HOST_NS, cgroup='0::/user.slice', owner='root'):
         comm = comm or (cmdline[0].split('/')[-1][:15] if cmdline else '?')
         self.next_start += 1
-        self.table[pid] = Proc(pid, ppid, state, comm, self.next_start, pgid=pid, sid=pid, flags=flags,
+        sid = pid if sid is None else sid
+        self.table[pid] = Proc(pid, ppid, state, comm, self.next_start, pgid=sid, sid=sid, flags=flags,
                                cmdline=cmdline, exe=exe)
+        self.ns[pid] = ns
+        self.cgroups[pid] = cgroup
+        self.owners[pid] = owner
         self.behaviour[pid] = on_term
         self.env[pid] = env or {}
         self.fds[pid] = list(fds)
@@ -118,11 +132,29 @@ class World:
     def stat(self, pid):
         return self._copy(self.table[pid]) if pid in self.table else None
 
-    def environ(self, pid):
+    def environ(self, pid, denied=None):
+        if pid in self.denied:
+            denied.add(pid)
+            return None
         return dict(self.env[pid]) if pid in self.table and not self.table[pid].zombie else None
 
-    def open_files(self, pid):
+    def open_files(self, pid, denied=None):
+        if pid in self.denied:
+            denied.add(pid)
+            return []
         return list(self.fds[pid]) if pid in self.table and not self.table[pid].zombie else []
+
+    def pid_namespace(self, pid):
+        return self.ns.get(pid) if pid in self.table else None
+
+    def cgroup(self, pid):
+        return self.cgroups.get(pid, '') if pid in self.table else ''
+
+    def owner(self, pid):
+        return self.owners.get(pid) if pid in self.table else None
+
+    def hidden(self):
+        return self.mounted_with
 
     def ancestry(self, pid):
         chain = []
@@ -142,6 +174,8 @@ class World:
     def send_signal(self, proc, signum):
         if not self.alive(proc):
             return False
+        if proc.pid in self.eperm:
+            raise PermissionError(1, 'Operation not permitted')
         self.sent.append((round(self.now, 3), proc.pid, signal.Signals(signum).name))
         self._deliver(proc.pid, signum)
         return True
@@ -170,16 +204,24 @@ class World:
 
 
 def params(**kw):
-    base = dict(patterns=None, presets=None, environ=None, pids=None, device_holders=False, nvml_processes=False,
-                devices=list(DEFAULT_DEVICES), protect=None, protect_defaults=True, descendants=True,
-                kill_mode='mixed', term_signal='SIGTERM', term_timeout=30.0, kill_timeout=10.0)
+    """The module's parameters as the argument spec gives them: every default filled in."""
+    base = dict(patterns=None, presets=None, environ=None, pids=None, descendants=True, sessions=True,
+                other_namespaces=False, nvml_processes=False, device_holders=False, devices=None, max_processes=512,
+                protect=None, protect_defaults=True, kill_mode='mixed', term_signal='SIGTERM', term_timeout=30.0,
+                kill_timeout=10.0)
     base.update(kw)
     return base
 
 
-def reaper(world, nvml_listing=None, **kw):
-    return Reaper(parse_options(params(**kw)), world, SELF, nvml_listing=nvml_listing, clock=world.clock,
-                  sleep=world.sleep)
+def reaper(world, nvml_listing=None, gpu_devices=None, euid=0, module_env=None, **kw):
+    place = Place(world, SELF, environ=module_env or {})
+    return Reaper(parse_options(params(**kw)), world, SELF, place, nvml_listing=nvml_listing,
+                  gpu_devices=gpu_devices, euid=euid, clock=world.clock, sleep=world.sleep)
+
+
+def planned(r):
+    r.plan()
+    return r.result()
 
 
 def stopped(result):
@@ -196,11 +238,24 @@ def stopped(result):
     ({'environ': {'RUN': '[x'}}, "environ[RUN]: invalid regular expression '[x'"),
     ({'environ': {'A=B': 'x'}}, "'A=B' is not an environment variable name"),
     ({'pids': [0]}, 'pids: 0 is not a process ID'),
-    ({'pids': [5], 'term_timeout': -1.0}, 'term_timeout must be a number of seconds, 0 or more; got -1.0'),
-    ({'pids': [5], 'kill_timeout': float('nan')}, 'kill_timeout must be a number of seconds'),
+    ({'pids': [5], 'term_timeout': -1.0}, 'term_timeout must be a finite number of seconds, 0 or more; got -1.0'),
+    ({'pids': [5], 'kill_timeout': float('nan')}, 'kill_timeout must be a finite number of seconds'),
+    ({'pids': [5], 'term_timeout': float('inf')}, 'term_timeout must be a finite number of seconds'),
+    ({'pids': [5], 'kill_timeout': float('-inf')}, 'kill_timeout must be a finite number of seconds'),
+    ({'patterns': ['.*']}, "patterns: '.*' matches the empty string, so it would select every process"),
+    ({'patterns': ['|']}, "patterns: '|' matches the empty string"),
+    ({'patterns': ['^sglang::', 'x?']}, "patterns: 'x?' matches the empty string"),
+    ({'patterns': ['(?:)']}, "matches the empty string"),
+    ({'environ': {'PATH': ''}}, "environ[PATH]: '' matches the empty string"),
+    ({'environ': {'GPUOPS_RUN': '.*'}}, "environ[GPUOPS_RUN]: '.*' matches the empty string"),
+    ({'device_holders': True, 'devices': ['/*']}, "devices: '/*' may match files other than /dev/nvidia*"),
+    ({'device_holders': True, 'devices': ['/dev/*']}, "devices: '/dev/*' may match files other than"),
+    ({'device_holders': True, 'devices': ['/dev/nvidia0/../null']}, "may match files other than"),
+    ({'device_holders': True, 'devices': ['/dev/nvidia*']}, "'/dev/nvidia*' matches /dev/nvidiactl"),
+    ({'device_holders': True, 'devices': ['/dev/nvidia-uvm']}, "matches /dev/nvidia-uvm, which every CUDA"),
+    ({'pids': [5], 'max_processes': 0}, 'max_processes must be 1 or more'),
     ({'pids': [5], 'term_signal': 'SIGFOO'}, "term_signal: unknown signal 'SIGFOO'"),
     ({'pids': [5], 'term_signal': '99'}, "term_signal: unknown signal '99'"),
-    ({'presets': ['vllm']}, "presets: unknown preset 'vllm'"),
 ])
 def test_bad_options(kw, message):
     with pytest.raises(ReapError) as e:
@@ -217,7 +272,7 @@ def test_parse_signal(value, expected):
 
 
 def test_device_holders_alone_is_a_selector():
-    assert parse_options(params(device_holders=True)).device_holders
+    assert parse_options(params(device_holders=True, devices=['/dev/nvidia5'])).device_holders
 
 
 def test_protect_defaults_false_keeps_only_given_names():
@@ -229,6 +284,24 @@ def test_protect_defaults_false_keeps_only_given_names():
 
 @pytest.mark.parametrize('cmdline, selected', [
     ('python -m sglang.launch_server --model-path /m --tp-size 4', True),
+    ('python3 -X faulthandler -m sglang.launch_server --model-path /m', True),
+    ('python3 -Xfaulthandler -m sglang.launch_server --model-path /m', True),
+    ('python3 -W ignore -m sglang.launch_server --model-path /m', True),
+    ('python3 -W ignore::DeprecationWarning -X faulthandler -u -m sglang.launch_server --port 30000', True),
+    ('python3 -u -m sglang.launch_server --model-path /m', True),
+    ('python3 -O -m sglang.launch_server --model-path /m', True),
+    ('python3 -OO -B -m sglang.launch_server --model-path /m', True),
+    ('python3 -um sglang.launch_server --model-path /m', True),
+    ('/opt/venv/bin/python3.11 -m sglang.launch_server --model-path /m', True),
+    ('/opt/venv/bin/sglang serve --model-path /m', True),
+    ('/usr/bin/python3 -X faulthandler /opt/venv/bin/sglang serve --model-path /m', True),
+    ('sglang::scheduler_TP3', True),
+    ('sglang::scheduler_DP0_PP1_TP0_EP0', True),
+    ('sglang::detokenizer', True),
+    ('sglang::data_parallel_controller', True),
+    ('python3 -c import sglang; sglang -m sglang.launch_server', False),
+    ('python3 -m sglang.launch_serverx', False),
+    ('less /opt/venv/bin/sglang serve', False),
     ('/opt/venv/bin/python3.11 -u -m sglang.launch_server --port 30000', True),
     ('/opt/venv/bin/python3 /opt/venv/bin/sglang serve --model-path /m', True),
     ('sglang serve --model-path /m', True),
@@ -242,6 +315,9 @@ def test_protect_defaults_false_keeps_only_given_names():
     ('pgrep -af sglang::', False),
     ('python3 -m http.server 8000', False),
     ('python3 train.py --note sglang.launch_server', False),
+    ('python3 train.py -m sglang.launch_server', False),
+    ('tail -f /var/log/sglang/scheduler_TP3.log', False),
+    ('vim /opt/sglang/serve.py', False),
     ('bash -c python -m sglang.launch_server', False),
 ])
 def test_sglang_patterns(cmdline, selected):
@@ -269,7 +345,7 @@ def test_bare_pattern_still_spares_the_module_and_its_ancestors():
     w.add(300, 1, ['python3', 'unrelated.py'])
     r = reaper(w, patterns=['python3|sh'], protect_defaults=False)
     r.plan()
-    result = r.result(check_mode=True)
+    result = r.result()
     assert [s['pid'] for s in result['would_stop']] == [300]
     reasons = dict((p['pid'], p['reason']) for p in result['protected'])
     assert reasons == {899: 'ancestor of gpu_reap', SELF: 'gpu_reap itself'}
@@ -284,7 +360,7 @@ def test_pid1_kernel_threads_and_protected_names_are_never_selected():
     r = reaper(w, pids=[1, 2, 400, 401, 402], protect=['exporter'])
     r.plan()
     assert r.targets == {}
-    reasons = dict((p['pid'], p['reason']) for p in r.result(check_mode=True)['protected'])
+    reasons = dict((p['pid'], p['reason']) for p in r.result()['protected'])
     assert reasons == {1: 'PID 1', 2: 'kernel thread', 400: 'kernel thread',
                        401: 'protected name nvidia-persistenced', 402: 'protected name exporter'}
 
@@ -321,7 +397,8 @@ def test_zombies_are_reported_with_their_parent_not_targeted():
     r = reaper(w, presets=['sglang'], term_timeout=5)
     r.run()
     result = r.result()
-    assert result['zombies'] == [{'pid': 102, 'ppid': 100, 'name': 'sglang::schedul', 'cmdline': '[sglang::schedul]',
+    assert result['zombies'] == [{'pid': 102, 'ppid': 100, 'pgid': 102, 'sid': 102, 'name': 'sglang::schedul',
+                                  'cmdline': '[sglang::schedul]',
                                   'parent_name': 'python3',
                                   'parent_cmdline': 'python3 -m sglang.launch_server --tp-size 2'}]
     assert 102 not in stopped(result)
@@ -339,9 +416,8 @@ def test_nvml_pids_are_checked_against_this_namespace():
     planned = r.plan()
     assert sorted(planned) == [600]
     assert planned[600].matched_by == ['nvml GPU-a']
-    unmapped = dict((u['pid'], u['reason']) for u in r.nvml_unmapped)
-    assert unmapped == {601: 'holds no /dev/nvidia* here (NVML reports host PIDs)',
-                        777777: 'no such process here (NVML reports host PIDs)'}
+    unmapped = dict((u['pid'], u['reason']) for u in r.selection.nvml_unmapped)
+    assert unmapped == {601: 'holds no /dev/nvidia* here', 777777: 'no such process here'}
 
 
 # -- escalation --------------------------------------------------------------------------------
@@ -420,33 +496,35 @@ def test_device_holders_come_after_the_selected_processes():
     w.add(801, 1, ['/usr/bin/nv-hostengine'], comm='nv-hostengine', exe='/usr/bin/nv-hostengine',
           fds=['/dev/nvidiactl'])
     w.add(802, 1, ['python3', 'other.py'], fds=['/dev/null'])
-    r = reaper(w, presets=['sglang'], device_holders=True)
+    w.add(803, 1, ['/usr/bin/nv-hostengine'], comm='nv-hostengine', exe='/usr/bin/nv-hostengine',
+          fds=['/dev/nvidia0'])
+    r = reaper(w, presets=['sglang'], device_holders=True, devices=['/dev/nvidia0'])
     r.run()
     result = r.result()
     assert w.sent == [(0.0, 100, 'SIGTERM'), (2.0, 800, 'SIGTERM')]
     assert stopped(result) == [100, 101, 110, 111, 800]
     holder = [s for s in result['stopped'] if s['pid'] == 800][0]
-    assert holder['matched_by'] == ['device /dev/nvidia-uvm', 'device /dev/nvidia0']
-    assert result['protected'] == [{'pid': 801, 'ppid': 1, 'name': 'nv-hostengine', 'cmdline': '/usr/bin/nv-hostengine',
-                                    'matched_by': ['device /dev/nvidiactl'],
+    assert holder['matched_by'] == ['device /dev/nvidia0']
+    assert result['protected'] == [{'pid': 803, 'ppid': 1, 'pgid': 803, 'sid': 803, 'name': 'nv-hostengine',
+                                    'cmdline': '/usr/bin/nv-hostengine', 'matched_by': ['device /dev/nvidia0'],
                                     'reason': 'protected name nv-hostengine'}]
-    assert 802 in w.table
+    assert 801 in w.table and 802 in w.table and 803 in w.table
 
 
 def test_check_mode_predicts_both_phases_and_signals_nothing():
     w = World()
     w.sglang(tp=1)
     w.add(800, 1, ['python3', 'kernel.py'], fds=['/dev/nvidia0'])
-    r = reaper(w, presets=['sglang'], device_holders=True)
+    r = reaper(w, presets=['sglang'], device_holders=True, devices=['/dev/nvidia0'])
     r.plan()
-    result = r.result(check_mode=True)
+    result = r.result()
     assert [s['pid'] for s in result['would_stop']] == [100, 101, 110, 111, 800]
     assert result['changed'] is True and result['stopped'] == [] and w.sent == []
 
 
 def test_nothing_selected_is_not_changed():
     w = World()
-    r = reaper(w, presets=['sglang'], device_holders=True)
+    r = reaper(w, presets=['sglang'], device_holders=True, devices=['/dev/nvidia0'])
     r.run()
     result = r.result()
     assert result['changed'] is False and result['stopped'] == [] and result['diff']['before'] == ''
@@ -473,7 +551,7 @@ def test_reused_pid_is_not_signalled():
     stale = Proc(950, 1, 'S', 'python3', 1, cmdline=['python3', '-m', 'sglang.launch_server'])
     r = reaper(w, pids=[950], term_timeout=1, kill_timeout=1)
     targets = {950: Target(stale, ['pid'])}
-    r._escalate(Phase(targets))
+    assert r.escalation.stop(Phase(targets)) == []
     assert w.sent == []
     assert targets[950].gone and 950 in w.table
 
@@ -498,18 +576,18 @@ def test_nvml_listing_is_resolved_once_and_never_follows_a_reused_pid():
     assert [u['pid'] for u in r.result()['nvml_unmapped']] == [777777]
     # PID 600 reused by a process that also holds a GPU: not the process NVML listed
     w.add(600, 1, ['python3', 'web.py'], fds=['/dev/nvidia0'])
-    assert r.select(w.snapshot()) == {}
+    assert r.selection.choose(w.snapshot()) == {}
 
 
 def test_pids_name_the_processes_of_the_first_scan():
     w = World()
     w.add(610, 1, ['python3', 'train.py'])
     r = reaper(w, pids=[610, 611])
-    assert sorted(r.select(w.snapshot())) == [610]
+    assert sorted(r.selection.choose(w.snapshot())) == [610]
     w.add(611, 1, ['python3', 'web.py'])       # PID 611 appears only later
     del w.table[610]
     w.add(610, 1, ['python3', 'other.py'])     # and 610 is reused
-    assert r.select(w.snapshot()) == {}
+    assert r.selection.choose(w.snapshot()) == {}
 
 
 @pytest.mark.parametrize('path,held', [
@@ -518,9 +596,207 @@ def test_pids_name_the_processes_of_the_first_scan():
     ('/dev/nvidiax', False), ('/dev/null', False), ('socket:[4242]', False), ('/tmp/dev/nvidia0', False),
 ])
 def test_device_matcher_follows_the_default_globs(path, held):
-    assert device_matcher(DEFAULT_DEVICES)(path) is held
+    assert device_matcher(('/dev/nvidia[0-9]*', '/dev/nvidiactl', '/dev/nvidia-uvm', '/dev/nvidia-uvm-tools',
+                           '/dev/nvidia-modeset'))(path) is held
 
 
 def test_device_matcher_of_no_globs_matches_nothing():
     assert device_matcher(())('/dev/nvidia0') is False
     assert device_matcher(('/dev/dri/card*', '/dev/nvidia0'))('/dev/dri/card1') is True
+
+
+# -- sessions and orphans -----------------------------------------------------------------------
+
+def test_a_selected_session_leader_brings_its_session_and_the_session_keeps_its_orphans():
+    w = World()
+    w.add(100, 1, ['python3', '-m', 'sglang.launch_server'], on_term=('exit', 1.0))
+    w.add(101, 100, ['sglang::scheduler_TP0'], sid=100)
+    # a compile worker that double-forked away from the tree, still in the server's session
+    w.add(102, 1, ['python3', '-c', 'compile worker'], sid=100)
+    # a login shell's session: the shell is not selected, so its other jobs are not either
+    w.add(200, 1, ['-bash'], sid=200, exe='/bin/bash')
+    w.add(201, 200, ['python3', '-m', 'sglang.launch_server', '--port', '30001'], sid=200)
+    w.add(202, 200, ['python3', 'train.py'], sid=200, fds=['/dev/nvidia5'])
+    chosen = planned(reaper(w, presets=['sglang']))
+    matched = dict((p['pid'], p['matched_by']) for p in chosen['would_stop'])
+    assert sorted(matched) == [100, 101, 102, 201]
+    assert matched[102] == ['session 100']
+    assert [f['pid'] for f in chosen['foreign']] == [202]
+
+
+def test_orphans_of_a_session_whose_leader_exited_are_selected_with_it():
+    w = World()
+    # the launcher (PID 100, session leader) is gone; its scheduler and tracker were re-parented to PID 1
+    w.add(101, 1, ['sglang::scheduler_TP0'], sid=100)
+    w.add(111, 1, ['python3', '-c', 'from multiprocessing.resource_tracker import main;main(5)'], sid=100)
+    # another session whose leader is gone, not named by any selector
+    w.add(301, 1, ['python3', 'train.py'], sid=300)
+    chosen = planned(reaper(w, presets=['sglang']))
+    matched = dict((p['pid'], p['matched_by']) for p in chosen['would_stop'])
+    assert matched == {101: ['pattern ^sglang::'], 111: ['orphan of session 100']}
+
+
+def test_sessions_false_keeps_to_matches_and_descendants():
+    w = World()
+    w.add(100, 1, ['python3', '-m', 'sglang.launch_server'])
+    w.add(102, 1, ['python3', '-c', 'compile worker'], sid=100)
+    assert sorted(reaper(w, presets=['sglang'], sessions=False).plan()) == [100]
+
+
+# -- namespaces and containers ------------------------------------------------------------------
+
+def test_processes_in_another_pid_namespace_or_container_are_seen_not_touched():
+    w = World()
+    w.sglang(tp=1)
+    w.add(400, 1, ['python3', '-m', 'sglang.launch_server', '--port', '30001'], ns='pid:[4026532999]')
+    w.add(401, 400, ['sglang::scheduler_TP0'], ns='pid:[4026532999]', sid=400)
+    w.add(500, 1, ['sglang::scheduler_TP0'],
+          cgroup='0::/system.slice/docker-%s.scope' % ('ab' * 32))
+    r = reaper(w, presets=['sglang'])
+    result = planned(r)
+    assert sorted(p['pid'] for p in result['would_stop']) == [100, 101, 110, 111]
+    where = dict((p['pid'], p['reason']) for p in result['other_namespaces'])
+    assert where == {400: 'in another PID namespace (pid:[4026532999])',
+                     401: 'in another PID namespace (pid:[4026532999])',
+                     500: 'in container cgroup /system.slice/docker-%s.scope' % ('ab' * 32)}
+    r = reaper(w, presets=['sglang'], other_namespaces=True)
+    assert sorted(r.plan()) == [100, 101, 110, 111, 400, 401, 500]
+
+
+def test_the_module_in_a_container_selects_in_its_own_container():
+    w = World()
+    container = '0::/kubepods.slice/kubepods-pod1.slice/cri-containerd-%s.scope' % ('cd' * 32)
+    for pid in (1, 899, SELF):
+        w.cgroups[pid] = container
+    w.add(100, 1, ['python3', '-m', 'sglang.launch_server'], cgroup=container)
+    w.add(200, 1, ['python3', '-m', 'sglang.launch_server'], cgroup='0::/user.slice')
+    assert sorted(reaper(w, presets=['sglang']).plan()) == [100, 200]
+
+
+@pytest.mark.parametrize('cgroup, container', [
+    ('0::/system.slice/docker-%s.scope' % ('a' * 64), '/system.slice/docker-%s.scope' % ('a' * 64)),
+    ('12:pids:/docker/%s\n0::/' % ('b' * 64), '/docker/%s' % ('b' * 64)),
+    ('0::/machine.slice/libpod-%s.scope/container' % ('c' * 64), '/machine.slice/libpod-%s.scope' % ('c' * 64)),
+    ('0::/kubepods/burstable/pod7/%s' % ('d' * 64), '/kubepods/burstable/pod7/%s' % ('d' * 64)),
+    ('0::/lxc.payload.web/init.scope', '/lxc.payload.web'),
+    ('0::/machine.slice/machine-build.scope', '/machine.slice/machine-build.scope'),
+    ('0::/user.slice/user-1000.slice/session-3.scope', None),
+    ('0::/system.slice/docker.service', None),
+    ('0::/system.slice/sglang.service', None),
+])
+def test_container_of(cgroup, container):
+    from ansible_collections.gpuops.host.plugins.module_utils._namespaces import container_of
+    assert container_of(cgroup) == container
+
+
+def test_nvml_processes_is_refused_outside_the_host_pid_namespace():
+    w = World()
+    for pid in (1, 899, SELF):
+        w.ns[pid] = 'pid:[4026532111]'
+    with pytest.raises(ReapError) as e:
+        reaper(w, nvml_processes=True, nvml_listing=[])
+    assert str(e.value).startswith('nvml_processes: NVML lists processes by the PIDs of the host PID namespace '
+                                   '(pid:[4026531836]), and gpu_reap runs in pid:[4026532111]')
+    # a simulated node names its own namespace as the host's
+    assert reaper(w, nvml_processes=True, module_env={'GPUOPS_HOST_PIDNS': 'pid:[4026532111]'})
+
+
+# -- GPU holders outside the selection ----------------------------------------------------------
+
+def test_foreign_gpu_holders_are_reported_with_user_command_and_gpu_not_signalled():
+    w = World()
+    w.sglang(tp=1, on_term=('drain', 0.5))
+    w.add(700, 1, ['python3', 'train.py', '--epochs', '3'], fds=['/dev/nvidia5', '/dev/nvidiactl'], owner='alice')
+    w.add(701, 1, ['python3', 'gpu-monitor.py'], fds=['/dev/nvidiactl'], owner='bob')
+    w.add(702, 1, ['/usr/bin/nvidia-persistenced'], exe='/usr/bin/nvidia-persistenced', fds=['/dev/nvidiactl'])
+    listing = [{'gpu_uuid': 'GPU-5', 'gpu_index': 5, 'pid': 700, 'used_mib': 20480}]
+    r = reaper(w, presets=['sglang'], nvml_listing=listing, gpu_devices={5: {'index': 5, 'uuid': 'GPU-5'}})
+    r.run()
+    result = r.result()
+    assert 700 in w.table and 701 in w.table and w.signals_to(700) == [] and w.signals_to(701) == []
+    foreign = dict((f['pid'], f) for f in result['foreign'])
+    assert sorted(foreign) == [700, 701]
+    assert foreign[700]['user'] == 'alice'
+    assert foreign[700]['cmdline'] == 'python3 train.py --epochs 3'
+    assert foreign[700]['gpus'] == [{'device': '/dev/nvidia5', 'index': 5, 'uuid': 'GPU-5', 'used_mib': 20480}]
+    assert foreign[701]['devices'] == ['/dev/nvidiactl'] and foreign[701]['gpus'] == []
+
+
+def test_opt_in_stops_holders_of_the_given_gpus_only_term_first_and_term_for_late_holders():
+    w = World()
+    w.add(700, 1, ['python3', 'train.py'], fds=['/dev/nvidia5'], on_term='ignore')
+    w.add(701, 1, ['python3', 'other.py'], fds=['/dev/nvidia4'])
+    w.add(702, 1, ['python3', 'monitor.py'], fds=['/dev/nvidiactl'])
+    w.add(703, 1, ['/usr/bin/nvidia-smi', '-l', '1'], exe='/usr/bin/nvidia-smi', fds=['/dev/nvidia5'])
+    r = reaper(w, device_holders=True, devices=['/dev/nvidia5'], term_timeout=4, kill_timeout=2)
+    # a holder that appears on GPU 5 one second into the wait
+    w.pending.append((1.0, 701, 'noop'))
+    original = w._act
+
+    def act(pid, action):
+        if action == 'noop':
+            w.add(704, 1, ['python3', 'late.py'], fds=['/dev/nvidia5'], on_term='ignore')
+        else:
+            original(pid, action)
+    w._act = act
+    r.run()
+    result = r.result()
+    assert w.signals_to(700) == ['SIGTERM', 'SIGKILL']
+    assert w.signals_to(704) == ['SIGTERM', 'SIGKILL']
+    late_term, late_kill = [t for t, p, s in w.sent if p == 704]
+    assert late_kill - late_term >= 4.0
+    assert w.signals_to(701) == [] and w.signals_to(702) == [] and w.signals_to(703) == []
+    assert [p['reason'] for p in result['protected']] == ['protected name nvidia-smi']
+
+
+# -- refusals before any signal -----------------------------------------------------------------
+
+def test_a_selection_over_max_processes_is_refused_in_check_mode_and_run():
+    w = World()
+    w.sglang(tp=4)
+    for run in ('plan', 'run'):
+        r = reaper(w, presets=['sglang'], max_processes=5)
+        with pytest.raises(ReapError) as e:
+            getattr(r, run)()
+        assert str(e.value).startswith('the selection has 7 processes, more than max_processes (5), so nothing was '
+                                       'signalled')
+    assert w.sent == []
+
+
+def test_hidepid_without_root_fails_instead_of_finding_nothing():
+    w = World()
+    w.mounted_with = 'hidepid=2'
+    for run in ('plan', 'run'):
+        with pytest.raises(ReapError) as e:
+            getattr(reaper(w, presets=['sglang'], euid=1000), run)()
+        assert str(e.value).startswith('/proc is mounted with hidepid=2 and gpu_reap runs as UID 1000: processes '
+                                       'of other users are invisible')
+    assert planned(reaper(w, presets=['sglang'], euid=0))['changed'] is False
+
+
+def test_unreadable_environ_fails_the_environ_selector_before_any_signal():
+    w = World()
+    w.add(500, 1, ['sglang::scheduler_TP0'], env={'GPUOPS_RUN': 'x'})
+    w.add(501, 1, ['python3', 'other.py'])
+    w.denied = {501}
+    with pytest.raises(ReapError) as e:
+        reaper(w, environ={'GPUOPS_RUN': '^x$'}, euid=1000).run()
+    assert 'cannot read the environment or open files of 1 processes (permission denied, UID 1000): 501' in str(e.value)
+    assert w.sent == []
+
+
+def test_eperm_ends_in_a_report_of_what_was_stopped_and_what_could_not_be():
+    w = World()
+    w.add(100, 1, ['python3', '-m', 'sglang.launch_server'], on_term=('exit', 0.5))
+    w.add(200, 1, ['python3', '-m', 'sglang.launch_server', '--port', '30001'])
+    w.eperm = {200}
+    r = reaper(w, presets=['sglang'], term_timeout=2)
+    r.run()
+    with pytest.raises(ReapFailure) as e:
+        r.result()
+    assert str(e.value) == ('1 process could not be signalled: 200 (python3 -m sglang.launch_server --port 30001): '
+                            'EPERM sending SIGTERM: Operation not permitted. stopped 1: 100')
+    result = e.value.result
+    assert [s['pid'] for s in result['stopped']] == [100]
+    assert result['unsignalled'][0]['error'] == 'EPERM sending SIGTERM: Operation not permitted'
+    assert result['remaining'] == []

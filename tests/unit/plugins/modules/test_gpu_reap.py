@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from ansible_collections.gpuops.host.plugins.module_utils._reap import SGLANG_PATTERNS
+from ansible_collections.gpuops.host.plugins.module_utils._reap_options import SGLANG_PATTERNS
 from ansible_collections.gpuops.host.plugins.modules import gpu_reap
 
 
@@ -53,7 +53,13 @@ def alive(pid):
 @pytest.mark.parametrize('args, message', [
     ({}, 'no selector given: set at least one of patterns, presets, environ, pids, device_holders or nvml_processes'),
     ({'patterns': ['sglang(']}, "patterns: invalid regular expression 'sglang(': missing ), unterminated subpattern"),
-    ({'pids': [1], 'term_timeout': -5}, 'term_timeout must be a number of seconds, 0 or more; got -5.0'),
+    ({'pids': [1], 'term_timeout': -5}, 'term_timeout must be a finite number of seconds, 0 or more; got -5.0'),
+    ({'pids': [1], 'term_timeout': 'nan'}, 'term_timeout must be a finite number of seconds, 0 or more; got nan'),
+    ({'pids': [1], 'kill_timeout': 'inf'}, 'kill_timeout must be a finite number of seconds, 0 or more; got inf'),
+    ({'patterns': ['.*']}, "patterns: '.*' matches the empty string, so it would select every process"),
+    ({'environ': {'PATH': ''}}, "environ[PATH]: '' matches the empty string"),
+    ({'device_holders': True}, 'device_holders is True but all of the following are missing: devices'),
+    ({'device_holders': True, 'devices': ['/*']}, "devices: '/*' may match files other than /dev/nvidia*"),
     ({'pids': [1], 'kill_timeout': 'soon'}, "argument 'kill_timeout' is of type str"),
     ({'pids': [1], 'term_signal': 'SIGFOO'}, "term_signal: unknown signal 'SIGFOO'"),
     ({'pids': [1], 'kill_mode': 'process'}, 'value of kill_mode must be one of: mixed, control-group, got: process'),
@@ -62,6 +68,7 @@ def test_bad_input_fails_before_anything_is_read(run_module, args, message):
     outcome, result, dummy = run_module(gpu_reap, args)
     assert outcome == 'fail'
     assert message in result['msg']
+    assert not result.get('changed')
 
 
 def test_nvml_processes_without_nvidia_ml_py(run_module, monkeypatch):
