@@ -1,0 +1,370 @@
+# Copyright: (c) 2026, gpuops maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The actions of gpuops.host.sglang_server on plain values and injected collaborators.
+
+    result = perform(params, Deps(procfs=ProcFS(), run=module.run_command, ...))
+
+Every action returns a dict for exit_json or raises ActionFailed with a message and the same
+kind of dict. The collaborators: ``procfs`` (_procs.ProcFS), ``run`` (``run(argv, environ) ->
+(rc, stdout, stderr)``), ``opener`` (urllib's, None for the default), ``clock``, ``sleep``,
+``tmpdir`` (a private directory for temporary files), ``check_mode`` and ``warn``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from ansible_collections.gpuops.host.plugins.module_utils import _sglang_args as sargs
+from ansible_collections.gpuops.host.plugins.module_utils import _sglang_http as shttp
+from ansible_collections.gpuops.host.plugins.module_utils import _sglang_procs as sprocs
+from ansible_collections.gpuops.host.plugins.module_utils._reap_options import PRESETS
+
+ACTIONS = ('find', 'release', 'render', 'check_args', 'drain', 'ready', 'check_environ', 'probe', 'check_info')
+
+
+class ActionFailed(Exception):
+    def __init__(self, msg, result=None):
+        super().__init__(msg)
+        self.msg = msg
+        self.result = result or {}
+
+
+class Deps:
+    def __init__(self, procfs, run, opener=None, clock=time.monotonic, sleep=time.sleep, tmpdir=None,
+                 check_mode=False, warn=None, self_pids=()):
+        self.procfs = procfs
+        self.run = run
+        self.opener = opener
+        self.clock = clock
+        self.sleep = sleep
+        self.tmpdir = tmpdir
+        self.check_mode = check_mode
+        self.warn = warn or (lambda msg: None)
+        self.self_pids = tuple(self_pids)
+
+
+def secrets_of(p):
+    """Every secret value among the parameters P, to be masked wherever it could show."""
+    secrets = list(p.get('secrets') or [])
+    if p.get('api_key'):
+        secrets.append(p['api_key'])
+    secrets.extend(sargs.secret_values(p.get('server_args') or {}, p.get('secret_args') or ()))
+    secrets.extend(str(v) for v in (p.get('environment') or {}).values())
+    return [s for s in secrets if s]
+
+
+def _redactor(p):
+    return sargs.Redactor(secrets_of(p))
+
+
+def _client(p, deps):
+    if not p.get('url'):
+        raise ActionFailed('action %s needs url' % p['action'])
+    return shttp.Client(p['url'], api_key=p.get('api_key'), opener=deps.opener)
+
+
+def _environ(p):
+    env = dict((k, str(v)) for k, v in (p.get('environment') or {}).items())
+    if p.get('pythonpath'):
+        env['PYTHONPATH'] = ':'.join(p['pythonpath'])
+    return env
+
+
+# -- arguments ---------------------------------------------------------------------------------
+
+def _rendered(p):
+    """The command line and argument files for P['server_args']. Secret-named arguments go into the 0600
+    file secrets_path, passed with --config, never onto the command line; with config_file every argument
+    goes into the 0600 file config_path."""
+    args = dict(p.get('server_args') or {})
+    try:
+        secret = sargs.secret_names(args, p.get('secret_args') or ())
+        public = dict((k, v) for k, v in args.items() if k not in secret)
+        hidden = dict((k, v) for k, v in args.items() if k in secret and v is not None and v is not False)
+        server_argv = sargs.render_flags(public)
+        gpus = sargs.expected_gpus(args, (p.get('environment') or {}).get('CUDA_VISIBLE_DEVICES'))
+    except sargs.ArgsError as e:
+        raise ActionFailed('cannot render the server arguments: %s' % e)
+    files = {}
+    if p.get('config_file'):
+        if not p.get('config_path'):
+            raise ActionFailed('config_file needs config_path, where the --config file will be')
+        files[p['config_path']] = sargs.dump_yaml(sargs.render_config(args))
+        server_argv = ['--config', p['config_path']]
+    elif hidden:
+        if not p.get('secrets_path'):
+            raise ActionFailed('the secret server argument(s) %s need secrets_path: a 0600 --config file keeps them '
+                               'off the command line, which every user of the host can read' % ', '.join(sorted(hidden)))
+        files[p['secrets_path']] = sargs.dump_yaml(sargs.render_config(hidden))
+        server_argv = server_argv + ['--config', p['secrets_path']]
+    for path in files:
+        if not path.endswith(('.yaml', '.yml')):
+            raise ActionFailed('%s: SGLang reads a --config file only when its name ends in .yaml or .yml' % path)
+    argv = [p['python'], '-m', p['entry_module']] + server_argv
+    return {'argv': argv, 'server_argv': server_argv, 'files': files, 'expected_gpus': gpus, 'secret_args': secret}
+
+
+def _write(files, deps):
+    """Write each argument file (mode 0600, atomically) whose content differs; the paths written."""
+    written = []
+    for path in sorted(files):
+        try:
+            with open(path) as f:
+                if f.read() == files[path]:
+                    continue
+        except (IOError, OSError):
+            pass
+        written.append(path)
+        if deps.check_mode:
+            continue
+        fd, tmp = _mkstemp(os.path.dirname(path) or '.')
+        try:
+            with os.fdopen(fd, 'w') as f:
+                f.write(files[path])
+            os.chmod(tmp, 0o600)
+            os.rename(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+    return written
+
+
+def _public(out, written):
+    result = dict((k, v) for k, v in out.items() if k != 'files')
+    return dict(result, files=sorted(out['files']), written=written, changed=bool(written))
+
+
+def render(p, deps):
+    """Render the command line and write its argument files."""
+    out = _rendered(p)
+    return _public(out, _write(out['files'], deps))
+
+
+def release(p, deps):
+    rc, out, err = deps.run([p['python'], '-c', sargs.CHECK_PROGRAM, '--release-only'], _environ(p))
+    try:
+        found = json.loads((out or '').strip().splitlines()[0])
+    except (ValueError, IndexError):
+        found = {}
+    if rc != 0 or not found.get('release'):
+        redact = _redactor(p)
+        raise ActionFailed('cannot read the installed SGLang release with %s: %s'
+                           % (p['python'], sargs.parser_message(err, redact)), {'rc': rc})
+    return {'release': found['release']}
+
+
+def check_args(p, deps):
+    """The whole command line through the installed SGLang's own parser, without launching anything, then
+    render. The check reads its argument files from a private temporary directory, so a refused request
+    leaves the files of the running server as they are."""
+    redact = _redactor(p)
+    out = _rendered(p)
+    args = dict(p.get('server_args') or {})
+    temp = {}
+    argv = []
+    for arg in out['server_argv']:
+        if arg in out['files']:
+            fd, temp[arg] = _mkstemp(deps.tmpdir)
+            with os.fdopen(fd, 'w') as f:
+                f.write(out['files'][arg])
+            arg = temp[arg]
+        argv.append(arg)
+    try:
+        rc, stdout, stderr = deps.run([p['python'], '-c', sargs.CHECK_PROGRAM] + argv, _environ(p))
+    finally:
+        for path in temp.values():
+            os.unlink(path)
+    shown = redact.argv(sargs.render_flags(args))
+    try:
+        found = sargs.check_result(rc, stdout, stderr, shown, redact)
+    except sargs.ArgsError as e:
+        raise ActionFailed(str(e), dict(_public(out, []), rc=rc))
+    parsed = found.get('parsed')
+    if parsed is None:
+        # An SGLang without ServerArgs.add_cli_args: expect the values as given.
+        parsed = dict((k, v) for k, v in args.items() if v is not False and v is not None)
+    expected = dict((k, v) for k, v in parsed.items() if k not in out['secret_args'] and not sargs.SECRET_NAME.search(k))
+    return dict(_public(out, _write(out['files'], deps)), release=found['release'], expected_info=expected)
+
+
+def _mkstemp(tmpdir):
+    import tempfile
+    return tempfile.mkstemp(prefix='sglang-args-', suffix='.yaml', dir=tmpdir)
+
+
+# -- processes ---------------------------------------------------------------------------------
+
+def _record(p):
+    path = p.get('record_path')
+    if not path:
+        return {}
+    try:
+        with open(path) as f:
+            record = json.load(f)
+    except (IOError, OSError):
+        return {}
+    except ValueError as e:
+        raise ActionFailed('the server record %s is not JSON: %s' % (path, e))
+    return record if isinstance(record, dict) else {}
+
+
+def find(p, deps):
+    redact = _redactor(p)
+    patterns = list(p.get('patterns') or [])
+    for preset in p.get('presets') or []:
+        if preset not in PRESETS:
+            raise ActionFailed('presets: unknown preset %r; known: %s' % (preset, ', '.join(sorted(PRESETS))))
+        patterns.extend(PRESETS[preset])
+    record = _record(p)
+    table = deps.procfs.snapshot()
+    if not table:
+        raise ActionFailed('no process is readable under %s (hidepid, or not root?)' % deps.procfs.root)
+    servers = sprocs.find_servers(deps.procfs, table, patterns, record, p['default_url'], redact, deps.self_pids)
+    recorded = [s for s in servers if s['recorded']]
+    return {'servers': servers, 'record': record,
+            'recorded': recorded[0] if recorded else None}
+
+
+def check_environ(p, deps):
+    if not p.get('pid'):
+        raise ActionFailed('action check_environ needs pid')
+    redact = _redactor(p)
+    wanted = dict((k, str(v)) for k, v in (p.get('environ') or {}).items())
+    table = deps.procfs.snapshot()
+    try:
+        report = sprocs.check_environ(deps.procfs, table, p['pid'], wanted, p.get('schedulers') or 1, redact)
+    except sprocs.ProcsError as e:
+        raise ActionFailed(str(e))
+    if not report['ok']:
+        if report['missing']:
+            why = '; '.join('%d (%s) lacks %s' % (c['pid'], c['cmdline'], ', '.join(c['lacking'])
+                                                 + ('' if c['readable'] else ' (environment unreadable)'))
+                            for c in report['missing'])
+        else:
+            why = 'only %d scheduler(s) found in the tree of %d, %d expected' % (
+                report['schedulers'], p['pid'], max(p.get('schedulers') or 1, 1))
+        raise ActionFailed('the environment of SGLang server %d is incomplete: %s; those processes run without it'
+                           % (p['pid'], why), report)
+    return report
+
+
+# -- HTTP --------------------------------------------------------------------------------------
+
+def drain(p, deps):
+    client = _client(p, deps)
+    redact = _redactor(p)
+    if deps.check_mode:
+        reading = shttp.InFlight(client).read(min(p['request_timeout'], 10), deps.clock)
+        return {'drained': reading.count == 0 or reading.refused, 'serving': not reading.refused,
+                'in_flight': reading.count, 'source': reading.source, 'readings': 1, 'seconds': 0.0,
+                'error': redact(reading.error), 'lost': 0, 'aborted': False,
+                'needs_api_key': reading.auth and reading.count is None}
+    result = shttp.drain(client, p['timeout'], p['interval'], p['request_timeout'], deps.clock, deps.sleep)
+    result['error'] = redact(result['error'])
+    result.update(lost=0, aborted=False)
+    if result['drained']:
+        return result
+    count = 'an unknown number of' if result['in_flight'] is None else str(result['in_flight'])
+    why = (' (last error: %s)' % result['error']) if result['error'] else ''
+    if result['needs_api_key']:
+        head = 'cannot read the requests in flight on the SGLang server %s: it requires an API key%s' % (p['url'], why)
+    else:
+        head = '%s request(s) still in flight on the SGLang server %s after %.1f s of the %g s drain timeout%s' % (
+            count, p['url'], result['seconds'], p['timeout'], why)
+    if not p['force']:
+        raise ActionFailed(head + '; the server is left running. Wait longer (drain timeout) or force the stop, '
+                           'which loses them.', result)
+    error = shttp.abort_all(client, min(p['request_timeout'], 10))
+    result['aborted'] = error is None
+    result['lost'] = result['in_flight']
+    deps.warn(head + '; force is set: ' + ('every request in flight was aborted (/abort_request), they are lost'
+                                           if error is None else 'aborting them failed (%s); the stop cuts them' % error))
+    return result
+
+
+def ready(p, deps):
+    client = _client(p, deps)
+    redact = _redactor(p)
+    pid = p.get('pid')
+    proc = deps.procfs.stat(pid) if pid else None
+    if pid and proc is None:
+        raise ActionFailed('the SGLang server %d is not running' % pid,
+                           {'ready': False, 'died': True, 'log_tail': sprocs.log_tail(p.get('log_path'), p['log_lines'], redact)})
+    start = proc.start if proc else None
+    result = shttp.wait_ready(client, p['path'], p['timeout'], p['interval'], p['request_timeout'],
+                              (lambda: sprocs.alive(deps.procfs, pid, start)) if pid else (lambda: True),
+                              deps.clock, deps.sleep)
+    result['last'] = redact(result['last'])
+    if result['ready']:
+        return result
+    result['log_tail'] = sprocs.log_tail(p.get('log_path'), p['log_lines'], redact)
+    if result['died']:
+        head = 'the SGLang server %d exited while loading, after %.1f s' % (pid, result['seconds'])
+    else:
+        head = 'the SGLang server%s did not answer %s with 200 within %g s (last: %s)' % (
+            ' %d' % pid if pid else '', p['path'], p['timeout'], result['last'])
+    tail = ('. Last %d lines of %s:\n%s' % (len(result['log_tail']), p['log_path'], '\n'.join(result['log_tail']))
+            if result['log_tail'] else '')
+    raise ActionFailed(head + tail, result)
+
+
+def probe(p, deps):
+    """A request with its own id; with dump_dir, wait for the hidden-state dump named by that id."""
+    client = _client(p, deps)
+    rid = p.get('rid') or 'gpuops-probe-%d-%d' % (os.getpid(), int(time.time() * 1000))
+    if deps.check_mode:
+        return {'changed': True, 'rid': rid, 'dumps': [], 'seconds': 0.0}
+    start = deps.clock()
+    try:
+        answer = shttp.generate(client, rid, p['prompt'], p['timeout'])
+    except (shttp.Refused, shttp.Unanswered) as e:
+        raise ActionFailed('the probe request %s got no answer: %s' % (rid, e), {'rid': rid})
+    if answer.status != 200:
+        raise ActionFailed('the probe request %s was refused: HTTP %d %s' % (rid, answer.status, answer.text()[:300]),
+                           {'rid': rid, 'status': answer.status})
+    result = {'changed': True, 'rid': rid, 'dumps': [], 'seconds': 0.0}
+    if not p.get('dump_dir'):
+        result['seconds'] = round(deps.clock() - start, 2)
+        return result
+    deadline = start + p['timeout']
+    while True:
+        result['dumps'] = sprocs.find_dump(p['dump_dir'], rid)
+        result['seconds'] = round(deps.clock() - start, 2)
+        if result['dumps']:
+            return result
+        left = deadline - deps.clock()
+        if left <= 0:
+            raise ActionFailed('no hidden-state dump of the probe request %s appeared under %s within %g s; '
+                               'the server does not dump (is the patch active and SGLANG_HS_DUMP_DIR set?)'
+                               % (rid, p['dump_dir'], p['timeout']), result)
+        deps.sleep(min(p['interval'], left))
+
+
+def check_info(p, deps):
+    client = _client(p, deps)
+    expected = p.get('expect') or {}
+    try:
+        info = shttp.server_info(client, p['request_timeout'])
+    except (shttp.Refused, shttp.Unanswered) as e:
+        raise ActionFailed('cannot read the server\'s own view of its arguments: %s' % e)
+    mismatches = sargs.server_info_mismatches(expected, info)
+    result = {'checked': sorted(expected), 'mismatches': mismatches}
+    if mismatches:
+        raise ActionFailed('/server_info does not report the requested values: %s' % '; '.join(
+            '%s is %s, requested %s' % (m['name'], 'missing' if m['missing'] else json.dumps(m['reported']),
+                                       json.dumps(m['expected'])) for m in mismatches), result)
+    return result
+
+
+_PERFORM = {'find': find, 'release': release, 'render': render, 'check_args': check_args, 'drain': drain,
+            'ready': ready, 'check_environ': check_environ, 'probe': probe, 'check_info': check_info}
+
+
+def perform(params, deps):
+    """Run the action PARAMS['action']; a dict of results, or ActionFailed."""
+    return _PERFORM[params['action']](params, deps)

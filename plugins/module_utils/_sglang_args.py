@@ -1,0 +1,251 @@
+# Copyright: (c) 2026, gpuops maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""SGLang server arguments: rendering them as SGLang's flags or as a ``--config`` file, checking
+them with the installed SGLang's own parser, and keeping secret values out of what is shown.
+
+Arguments are keyed by SGLang's own names, the fields of ``ServerArgs`` (``mem_fraction_static``,
+``cuda_graph_max_bs_decode``). Every such field has the flag ``--`` + the name with dashes in both
+supported releases: 0.5.14 and 0.5.23 derive their flags from the dataclass fields
+(``srt/arg_groups/arg_utils.py`` ``add_cli_args_from_dataclass``: ``auto_dest`` is the flag without
+``--``, dashes to underscores), so one rendering serves both. A name the installed release lacks
+reaches its parser as written and is refused with the parser's own message: ``cuda_graph_max_bs``
+renders ``--cuda-graph-max-bs``, a deprecated alias of ``--cuda-graph-max-bs-decode`` in 0.5.14 and
+an ambiguous abbreviation (exit 2) in 0.5.23.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+# Argument names whose values are secrets (api_key, admin_api_key, hf_token, ...).
+SECRET_NAME = re.compile(r'(key|token|secret|password)', re.IGNORECASE)
+MASK = '********'
+
+# Run by the installed SGLang's interpreter with the server arguments as its own. It prints a JSON
+# line with the release, then (when the arguments parse) one with the values the parser stored for
+# the arguments given, as /server_info will report them. prepare_server_args is what `sglang serve` and
+# `python -m sglang.launch_server` call (srt/server_args.py); argparse errors end in SystemExit(2)
+# with the message on stderr.
+CHECK_PROGRAM = r'''
+import argparse, json, sys
+import sglang
+out = {"release": getattr(sglang, "__version__", None)}
+print(json.dumps(out))
+sys.stdout.flush()
+if sys.argv[1:2] == ["--release-only"]:
+    sys.exit(0)
+from sglang.srt.server_args import prepare_server_args
+argv = sys.argv[1:]
+server_args = prepare_server_args(argv)
+given = None
+try:
+    from sglang.srt.server_args import ServerArgs
+    parser = argparse.ArgumentParser()
+    ServerArgs.add_cli_args(parser)
+    if "--config" in argv:
+        from sglang.srt.utils.server_args_config_parser import ConfigArgumentMerger
+        argv = ConfigArgumentMerger(parser).merge_config_with_args(argv)
+    for action in parser._actions:
+        action.default = argparse.SUPPRESS
+    given = sorted(vars(parser.parse_known_args(argv)[0]))
+except Exception:
+    pass
+def plain(value):
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError):
+        return str(value)
+if given is not None:
+    out["parsed"] = dict((name, plain(getattr(server_args, name, None))) for name in given)
+print(json.dumps(out))
+'''
+
+
+class ArgsError(Exception):
+    """The arguments cannot be rendered or were refused; the message says why."""
+
+
+def flag(name):
+    """SGLang's flag for an argument name (``mem_fraction_static`` -> ``--mem-fraction-static``)."""
+    return '--' + name.strip('-').replace('_', '-')
+
+
+def _scalar(name, value):
+    if isinstance(value, (dict, list, tuple)):
+        raise ArgsError('server argument %s: a list may only hold plain values, got %r' % (name, value))
+    return str(value)
+
+
+def render_flags(args):
+    """Command line arguments for ARGS, sorted by name.
+
+    ``True`` renders the bare flag (SGLang's booleans are store_true), ``False`` and ``None`` leave the
+    argument out, a list renders the flag once followed by its items, and a mapping is passed as JSON
+    (as SGLang's --config reader does for ``--json-model-override-args`` and the like)."""
+    argv = []
+    for name in sorted(args):
+        value = args[name]
+        if value is False or value is None:
+            continue
+        if value is True:
+            argv.append(flag(name))
+        elif isinstance(value, dict):
+            argv.extend([flag(name), json.dumps(value, sort_keys=True)])
+        elif isinstance(value, (list, tuple)):
+            if value:
+                argv.append(flag(name))
+                argv.extend(_scalar(name, item) for item in value)
+        else:
+            argv.extend([flag(name), _scalar(name, value)])
+    return argv
+
+
+def render_config(args):
+    """The ``--config`` YAML mapping for ARGS: keys with dashes, since SGLang emits each key verbatim as
+    ``--KEY`` (srt/utils/server_args_config_parser.py ``_convert_config_to_args``), so ``model_path``
+    would become the unknown ``--model_path``. ``False`` and ``None`` are left out, as on the command line."""
+    config = {}
+    for name in sorted(args):
+        value = args[name]
+        if value is False or value is None:
+            continue
+        config[name.strip('-').replace('_', '-')] = list(value) if isinstance(value, tuple) else value
+    return config
+
+
+def dump_yaml(config):
+    """YAML text of a flat mapping, without a YAML library: every scalar as a JSON scalar (which YAML reads
+    the same), lists in flow style, mappings as a quoted JSON string."""
+    lines = []
+    for key in sorted(config):
+        value = config[key]
+        if isinstance(value, dict):
+            value = json.dumps(value, sort_keys=True)
+        lines.append('%s: %s' % (key, json.dumps(value)))
+    return ''.join(line + '\n' for line in lines)
+
+
+def secret_names(args, extra=()):
+    """Names of ARGS whose values are secrets: by their name, or listed in EXTRA."""
+    extra = set(n.strip('-').replace('-', '_') for n in extra)
+    return sorted(n for n in args if SECRET_NAME.search(n) or n.strip('-').replace('-', '_') in extra)
+
+
+def secret_values(args, extra=()):
+    """The secret values of ARGS (see secret_names), as strings."""
+    return sorted(set(str(args[n]) for n in secret_names(args, extra) if args[n] not in (None, False, True, '')))
+
+
+class Redactor:
+    """Replaces known secret values, and the value of any secret-named flag or ``name='value'`` pair
+    (SGLang logs ``server_args=ServerArgs(..., api_key='...')`` at start), with a mask."""
+
+    _FLAG = re.compile(r'(--[\w-]*(?:key|token|secret|password)[\w-]*)(=|\s+)(\S+)', re.IGNORECASE)
+    _PAIR = re.compile(r'''(\b\w*(?:key|token|secret|password)\w*\s*[=:]\s*)(['"])(.*?)\2''', re.IGNORECASE)
+
+    def __init__(self, secrets=()):
+        self.secrets = sorted((s for s in set(secrets) if s and len(s) >= 4), key=len, reverse=True)
+
+    def __call__(self, text):
+        if text is None:
+            return None
+        for secret in self.secrets:
+            text = text.replace(secret, MASK)
+        text = self._FLAG.sub(lambda m: m.group(1) + m.group(2) + MASK, text)
+        return self._PAIR.sub(lambda m: m.group(1) + m.group(2) + MASK + m.group(2), text)
+
+    def argv(self, argv):
+        """ARGV with the value after (or in) each secret-named flag masked."""
+        out, hide = [], False
+        for arg in argv:
+            if hide:
+                out.append(MASK)
+                hide = False
+                continue
+            name, eq, dummy = arg.partition('=')
+            secret = arg.startswith('--') and SECRET_NAME.search(name)
+            if secret and eq:
+                out.append(name + '=' + MASK)
+            else:
+                out.append(self(arg))
+                hide = bool(secret)
+        return out
+
+
+def _int(args, names, default):
+    for name in names:
+        if args.get(name) not in (None, False, ''):
+            try:
+                return int(args[name])
+            except (TypeError, ValueError):
+                raise ArgsError('server argument %s must be an integer, got %r' % (name, args[name]))
+    return default
+
+
+def expected_gpus(args, cuda_visible_devices=None):
+    """NVML indices of the GPUs a server with ARGS occupies: ``tp_size`` x ``dp_size`` GPUs from
+    ``base_gpu_id`` in steps of ``gpu_id_step`` (SGLang's scheduler placement), mapped through
+    CUDA_VISIBLE_DEVICES when it is set to indices."""
+    count = _int(args, ('tp_size', 'tensor_parallel_size'), 1) * _int(args, ('dp_size', 'data_parallel_size'), 1)
+    base = _int(args, ('base_gpu_id',), 0)
+    step = _int(args, ('gpu_id_step',), 1)
+    cuda = [base + i * step for i in range(count)]
+    if not cuda_visible_devices:
+        return cuda
+    visible = [v.strip() for v in str(cuda_visible_devices).split(',') if v.strip()]
+    if not all(v.isdigit() for v in visible):
+        raise ArgsError('CUDA_VISIBLE_DEVICES=%s names GPUs by UUID; set the expected GPUs explicitly' % cuda_visible_devices)
+    missing = [c for c in cuda if c >= len(visible)]
+    if missing:
+        raise ArgsError('the server needs CUDA device(s) %s, but CUDA_VISIBLE_DEVICES=%s shows only %d'
+                        % (', '.join(map(str, missing)), cuda_visible_devices, len(visible)))
+    return [int(visible[c]) for c in cuda]
+
+
+def parser_message(stderr, redact):
+    """The parser's own words from the stderr of a refused check: argparse's ``prog: error: ...`` line,
+    else the last line (the exception of a traceback)."""
+    lines = [line.strip() for line in (stderr or '').splitlines() if line.strip()]
+    for line in reversed(lines):
+        if ': error: ' in line:
+            return redact(line)
+    return redact(lines[-1]) if lines else 'no message'
+
+
+def check_result(rc, stdout, stderr, argv, redact):
+    """Interpret a run of CHECK_PROGRAM: the release and the parsed values, or ArgsError with SGLang's message."""
+    found, lines = {}, 0
+    for line in (stdout or '').splitlines():
+        if line.startswith('{'):
+            try:
+                found.update(json.loads(line))
+                lines += 1
+            except ValueError:
+                continue
+    if rc != 0 or lines < 2:
+        release = found.get('release')
+        raise ArgsError('the installed SGLang%s refuses the server arguments %s (exit %d): %s'
+                        % (' ' + release if release else '', ' '.join(redact.argv(argv)), rc, parser_message(stderr, redact)))
+    return found
+
+
+def server_info_mismatches(expected, info):
+    """Names whose /server_info value differs from the expected one (numbers compared as numbers)."""
+    def same(a, b):
+        if isinstance(a, bool) or isinstance(b, bool):
+            return a is b or (a == b and type(a) is type(b))
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+            return abs(float(a) - float(b)) <= 1e-9 * max(1.0, abs(float(a)))
+        if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+            return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return a == b or (a is not None and b is not None and str(a) == str(b))
+    out = []
+    for name in sorted(expected):
+        if name not in info:
+            out.append({'name': name, 'expected': expected[name], 'reported': None, 'missing': True})
+        elif not same(expected[name], info[name]):
+            out.append({'name': name, 'expected': expected[name], 'reported': info[name], 'missing': False})
+    return out

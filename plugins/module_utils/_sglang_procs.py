@@ -1,0 +1,167 @@
+# Copyright: (c) 2026, gpuops maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""SGLang servers in the process table: finding their main processes, the tree of each, and the
+environment that every titled scheduler of a tree really has.
+
+The main process (``python -m sglang.launch_server`` or ``sglang serve``) keeps its command line;
+its children rename themselves ``sglang::scheduler...``, ``sglang::detokenizer`` and so on with
+setproctitle, which also overwrites the memory that ``/proc/PID/environ`` shows unless the launch set
+``SPT_NOENV=1``. No child calls setsid, so a server started in a session of its own keeps its whole
+tree in that session, orphans re-parented to PID 1 included.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+MARKER = 'GPUOPS_RUN'
+SCHEDULER_TITLE = 'sglang::scheduler'
+_PORT = re.compile(r'^--port(?:=(\d+))?$')
+_HOST = re.compile(r'^--host(?:=(\S+))?$')
+
+
+class ProcsError(Exception):
+    """The check of a server's processes failed; the message says how."""
+
+
+def _option(argv, pattern):
+    """The last value of a flag matched by PATTERN in ARGV (``--port 30000`` or ``--port=30000``)."""
+    value = None
+    for i, arg in enumerate(argv):
+        m = pattern.match(arg)
+        if m:
+            value = m.group(1) if m.group(1) else (argv[i + 1] if i + 1 < len(argv) else None)
+    return value
+
+
+def url_of(argv, default_url):
+    """The URL a server with command line ARGV answers on; DEFAULT_URL when its command line names no port."""
+    port = _option(argv, _PORT)
+    if not port:
+        return default_url.rstrip('/')
+    host = _option(argv, _HOST) or '127.0.0.1'
+    if host in ('0.0.0.0', '::', '[::]'):
+        host = '127.0.0.1'
+    elif ':' in host and not host.startswith('['):
+        host = '[%s]' % host
+    return 'http://%s:%s' % (host, port)
+
+
+def compile_patterns(patterns):
+    return [re.compile(p) for p in patterns]
+
+
+def is_title(proc):
+    return bool(proc.cmdline) and proc.cmdline[0].startswith('sglang::')
+
+
+def tree(table, root):
+    """ROOT's tree: its descendants, and, when ROOT leads its own session, every live process of that
+    session (orphans of the server re-parented to PID 1 stay in it). Sorted by PID, ROOT first."""
+    children = {}
+    for proc in table.values():
+        children.setdefault(proc.ppid, []).append(proc.pid)
+    found, todo = set(), [root.pid]
+    while todo:
+        pid = todo.pop()
+        if pid in found:
+            continue
+        found.add(pid)
+        todo.extend(children.get(pid, ()))
+    if root.sid == root.pid:
+        found.update(p.pid for p in table.values() if p.sid == root.sid)
+    rest = sorted(pid for pid in found if pid != root.pid and pid in table and not table[pid].zombie)
+    return [root] + [table[pid] for pid in rest]
+
+
+def describe(proc, redact):
+    return {'pid': proc.pid, 'ppid': proc.ppid, 'name': proc.name, 'state': proc.state,
+            'cmdline': redact(proc.command)}
+
+
+def find_servers(procfs, table, patterns, record, default_url, redact, self_pids=()):
+    """The SGLang servers running now, as dicts: pid, start, url, cmdline, marker, recorded, session,
+    schedulers, tree.
+
+    A process is a server's main process when its command line matches one of PATTERNS, or its
+    environment carries RECORD's run marker, and it is no titled child and its parent is no main
+    process itself. The server that RECORD (``server.json`` of sglang_launch) describes gets the URL
+    recorded there; any other answers on the ``--host``/``--port`` of its command line, or DEFAULT_URL."""
+    compiled = compile_patterns(patterns)
+    marker = (record or {}).get('marker')
+    mains = {}
+    for proc in table.values():
+        if proc.zombie or proc.kernel_thread or proc.pid in self_pids or not proc.cmdline or is_title(proc):
+            continue
+        matched = [p.pattern for p in compiled if p.search(proc.command)]
+        env_marker = None
+        if marker or matched:
+            env = procfs.environ(proc.pid) or {}
+            env_marker = env.get(MARKER)
+        recorded = bool(marker) and env_marker == marker
+        if matched or recorded:
+            mains[proc.pid] = (proc, env_marker, recorded)
+    servers = []
+    for pid in sorted(mains):
+        proc, env_marker, recorded = mains[pid]
+        if proc.ppid in mains:
+            continue
+        members = tree(table, proc)
+        url = record.get('url') if recorded and record.get('url') else url_of(proc.cmdline, default_url)
+        servers.append({
+            'pid': proc.pid, 'start': proc.start, 'url': url.rstrip('/'), 'cmdline': redact(proc.command),
+            'marker': env_marker, 'recorded': recorded, 'session': proc.sid if proc.sid == proc.pid else None,
+            'schedulers': sum(1 for p in members if p.cmdline[:1] and p.cmdline[0].startswith(SCHEDULER_TITLE)),
+            'tree': [describe(p, redact) for p in members],
+        })
+    return servers
+
+
+def check_environ(procfs, table, pid, wanted, min_schedulers, redact):
+    """Whether every NAME=VALUE of WANTED is in the environment of server PID's main process and of every
+    titled scheduler of its tree. Returns a dict: ok, checked, missing, schedulers."""
+    root = table.get(pid)
+    if root is None or root.zombie:
+        raise ProcsError('the SGLang server %d is not running' % pid)
+    checked = []
+    for proc in tree(table, root):
+        if proc.pid != pid and not (proc.cmdline[:1] and proc.cmdline[0].startswith(SCHEDULER_TITLE)):
+            continue
+        env = procfs.environ(proc.pid)
+        lacking = sorted(name for name, value in wanted.items() if env is None or env.get(name) != value)
+        checked.append(dict(describe(proc, redact), lacking=lacking, readable=env is not None))
+    schedulers = len(checked) - 1
+    missing = [c for c in checked if c['lacking']]
+    ok = not missing and schedulers >= max(min_schedulers, 1)
+    return {'ok': ok, 'checked': checked, 'missing': missing, 'schedulers': schedulers}
+
+
+def alive(procfs, pid, start=None):
+    """Whether PID still runs (and, given START, is still the same process)."""
+    proc = procfs.stat(pid)
+    return proc is not None and not proc.zombie and (start is None or proc.start == start)
+
+
+def log_tail(path, lines, redact):
+    """The last LINES lines of the log at PATH, secrets masked."""
+    if not path or lines <= 0:
+        return []
+    try:
+        with open(path, 'rb') as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 512 * lines))
+            text = f.read().decode('utf-8', 'replace')
+    except (IOError, OSError) as e:
+        return ['(cannot read %s: %s)' % (path, e.strerror)]
+    return [redact(line) for line in text.splitlines()[-lines:]]
+
+
+def find_dump(root, rid):
+    """Paths of files under ROOT whose name contains the request id RID."""
+    found = []
+    for dirpath, dummy, files in os.walk(root):
+        found.extend(os.path.join(dirpath, name) for name in files if rid in name)
+    return sorted(found)

@@ -1,0 +1,516 @@
+#!/usr/bin/python
+# Copyright: (c) 2026, gpuops maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: sglang_server
+short_description: Find, check, drain and probe SGLang servers on their real interfaces
+version_added: 0.2.0
+description:
+  - The SGLang-facing logic of the collection in one place. O(action) picks what to do; each action reads or
+    waits, none starts or signals a process (M(gpuops.host.gpu_reap) stops processes).
+  - V(find) lists the SGLang servers running now - their main processes, found by the run marker of the
+    record O(record_path), by O(presets) and by O(patterns) - with the URL each answers on and its tree (its
+    descendants and, for a server that leads its own session, every process of that session, orphans
+    re-parented to PID 1 included).
+  - V(release) reads the version of the SGLang that O(python) imports.
+  - V(render) turns O(server_args) into the server's command line and the NVML indices of the GPUs it will
+    occupy, and writes its argument files (mode 0600) - the C(--config) file O(config_path) with every argument
+    under O(config_file), else the C(--config) file O(secrets_path) with the secret ones - so that no secret
+    is ever on the command line, which every user of the host can read. It does not import SGLang.
+  - V(check_args) renders and then passes the whole command line, or C(--config) file, through the installed
+    SGLang's own parser (C(sglang.srt.server_args.prepare_server_args), what C(sglang serve) runs), without
+    launching anything, and then does what V(render) does. Unknown, ambiguous (SGLang's parser accepts unambiguous abbreviations) and
+    badly-valued arguments fail with SGLang's own message. It returns the release and the values the server
+    will report in C(/server_info), for V(check_info).
+  - V(drain) waits until the server at O(url) has no request in flight. The count comes from C(/metrics)
+    (C(sglang:num_running_reqs) + C(sglang:num_queue_reqs)) while the server serves it (C(--enable-metrics)),
+    else from C(/v1/loads) (C(num_running_reqs) + C(num_waiting_reqs) over every data-parallel rank). A count
+    that cannot be read is not zero - the wait goes on. A refused connection means that nothing serves there,
+    so there is nothing to drain. The whole wait is bounded by O(timeout) - each reading's own timeout is cut
+    to the time left. When requests are still in flight at the end it fails, leaving the server running,
+    unless O(force), which asks the server to abort them (C(/abort_request)) and reports them as lost.
+  - V(ready) waits until O(path) answers 200, and stops at once, with the end of the server's log (secrets
+    masked), when the process O(pid) exits.
+  - V(check_environ) checks that every variable of O(environ) is in the environment of the server O(pid) and
+    of every titled scheduler (C(sglang::scheduler*)) of its tree - SGLang's children hide their environment
+    behind setproctitle unless the launch set C(SPT_NOENV=1).
+  - V(probe) sends one C(/generate) request with its own request id O(rid) and, with O(dump_dir), waits for
+    the hidden-state dump whose file name carries that id - not for any file, since health checks generate too.
+  - V(check_info) compares C(/server_info) with O(expect).
+  - Secrets - O(api_key), the values of O(environment) and of secret-named O(server_args) (names with C(key),
+    C(token), C(secret) or C(password), and those in O(secret_args)) - never appear on a command line, in
+    messages or in results; they are masked.
+author:
+  - gpuops maintainers (@gpuops)
+requirements:
+  - For V(release) and V(check_args), SGLang importable by O(python).
+extends_documentation_fragment:
+  - gpuops.host.attributes
+  - gpuops.host.attributes.ACTIONGROUP_GPU
+attributes:
+  check_mode:
+    support: full
+    details:
+      - V(drain) takes a single reading and does not wait; V(probe) sends nothing; V(render) and V(check_args)
+        write no file but report in RV(written) which they would write. V(check_args) still runs the parser.
+  diff_mode:
+    support: none
+  idempotent:
+    support: partial
+    details:
+      - V(render) and V(check_args) write their argument files only when the content differs. V(probe) sends one
+        request each time, which writes a dump in extraction mode. The other actions only read.
+options:
+  action:
+    description: What to do; see the description.
+    type: str
+    required: true
+    choices: [find, release, render, check_args, drain, ready, check_environ, probe, check_info]
+  url:
+    description:
+      - Base URL of the server, for V(drain), V(ready), V(probe) and V(check_info).
+    type: str
+  api_key:
+    description:
+      - The server's C(--api-key), sent as a bearer token. Without it a server started with an API key answers
+        C(/v1/loads) and C(/server_info) with 401; C(/metrics) and C(/health*) need none.
+    type: str
+  python:
+    description: The interpreter that has SGLang installed; the first word of the rendered command line.
+    type: path
+    default: /usr/bin/python3
+  pythonpath:
+    description: Directories put on C(PYTHONPATH) for V(release) and V(check_args), as the server gets them.
+    type: list
+    elements: path
+    default: []
+  environment:
+    description:
+      - Environment of the server, given to V(release) and V(check_args) as the server would get it. Every value
+        is treated as a secret. C(CUDA_VISIBLE_DEVICES) maps the GPUs of RV(expected_gpus).
+    type: dict
+    default: {}
+  entry_module:
+    description: The server's entry module, run with C(python -m).
+    type: str
+    default: sglang.launch_server
+  server_args:
+    description:
+      - Server arguments for V(render) and V(check_args), keyed by SGLang's own names, the fields of
+        C(ServerArgs) (V(mem_fraction_static), V(cuda_graph_max_bs_decode)); the flag is C(--) and the name with
+        dashes. V(true) renders a bare flag, V(false) and V(null) leave it out, a list renders the flag once
+        followed by its items, a mapping is passed as JSON.
+    type: dict
+    default: {}
+  secret_args:
+    description: More names of O(server_args) whose values are secrets, beside those named like one.
+    type: list
+    elements: str
+    default: []
+  config_file:
+    description:
+      - Pass the arguments as a C(--config) YAML file at O(config_path) instead of flags, keys with dashes
+        (SGLang turns each key verbatim into C(--KEY)). V(check_args) checks that form.
+    type: bool
+    default: false
+  config_path:
+    description:
+      - The C(--config) file with every argument, for O(config_file); written by V(render) and V(check_args). Its
+        name must end in C(.yaml).
+    type: path
+  secrets_path:
+    description:
+      - The C(--config) file with the secret arguments, needed when O(server_args) has any (without
+        O(config_file)); written by V(render) and V(check_args), mode 0600. Its name must end in C(.yaml).
+    type: path
+  record_path:
+    description:
+      - For V(find), the record (C(server.json)) that M(gpuops.host.sglang_launch) keeps of its server. The
+        process whose environment carries the record's run marker (C(GPUOPS_RUN)) is that server, with the URL
+        recorded there. A missing record finds nothing by marker.
+    type: path
+  presets:
+    description: For V(find), M(gpuops.host.gpu_reap) presets whose command line patterns find servers started by hand.
+    type: list
+    elements: str
+    default: [sglang]
+  patterns:
+    description: For V(find), more regular expressions matched against the full command line of a main process.
+    type: list
+    elements: str
+    default: []
+  default_url:
+    description: For V(find), the URL of a server whose command line names no C(--port) (it may use C(--config)).
+    type: str
+    default: http://127.0.0.1:30000
+  pid:
+    description:
+      - The server's main process, for V(ready) (stop waiting when it exits) and V(check_environ).
+    type: int
+  environ:
+    description: For V(check_environ), the variables (name to value) that every process checked must have.
+    type: dict
+    default: {}
+  schedulers:
+    description: For V(check_environ), the fewest titled schedulers the tree must have (tensor x data parallel size).
+    type: int
+    default: 1
+  timeout:
+    description:
+      - Seconds the whole action may wait - the drain (V(drain)), the wait for readiness (V(ready)), or the probe
+        request and its dump (V(probe)).
+    type: float
+    default: 600
+  interval:
+    description: Seconds between two readings while waiting.
+    type: float
+    default: 2
+  request_timeout:
+    description: Seconds one HTTP request may take, cut to the time left of O(timeout).
+    type: float
+    default: 10
+  force:
+    description:
+      - For V(drain), when requests are still in flight after O(timeout), abort them and succeed with a warning and
+        RV(lost), instead of failing.
+    type: bool
+    default: false
+  path:
+    description: For V(ready), the path that answers 200 once the server is ready (C(/health_generate) runs a generation).
+    type: str
+    default: /health_generate
+  log_path:
+    description: For V(ready), the server's log, quoted (secrets masked) when it fails to become ready.
+    type: path
+  log_lines:
+    description: Lines of O(log_path) to quote.
+    type: int
+    default: 50
+  secrets:
+    description: More values to mask in messages and log tails.
+    type: list
+    elements: str
+    default: []
+  rid:
+    description: For V(probe), the request id; default a fresh C(gpuops-probe-<pid>-<ms>).
+    type: str
+  prompt:
+    description: For V(probe), the prompt.
+    type: str
+    default: The hidden states of this prompt are dumped to check the extraction run.
+  dump_dir:
+    description: For V(probe), the directory to search for the dump named by the request id.
+    type: path
+  expect:
+    description: For V(check_info), the values C(/server_info) must report, by name (RV(expected_info) of V(check_args)).
+    type: dict
+    default: {}
+notes:
+  - SGLang's C(--config) reader requires a C(.yaml) or C(.yml) file name.
+  - The supported releases are 0.5.14 and 0.5.23; both derive every flag from the C(ServerArgs) field of the
+    same name, so one rendering serves both. C(cuda_graph_max_bs) - the old name of the decode graph batch
+    size - is an ambiguous abbreviation in 0.5.23, which V(check_args) refuses with SGLang's message; use
+    C(cuda_graph_max_bs_decode).
+seealso:
+  - module: gpuops.host.gpu_reap
+  - module: gpuops.host.gpu_verify
+"""
+
+EXAMPLES = r"""
+- name: Check the new command line with the installed SGLang's parser, before the old server is touched
+  gpuops.host.sglang_server:
+    action: check_args
+    python: /opt/sglang/bin/python
+    server_args:
+      model_path: /models/qwen
+      tp_size: 4
+      mem_fraction_static: 0.92
+      cuda_graph_max_bs_decode: 160
+  register: args
+
+- name: Find the servers of the host
+  gpuops.host.sglang_server:
+    action: find
+    record_path: /var/lib/gpuops/sglang/server.json
+  register: found
+
+- name: Wait up to 10 minutes until no request is in flight; fail, leaving the server running, if some remain
+  gpuops.host.sglang_server:
+    action: drain
+    url: "{{ item.url }}"
+    timeout: 600
+  loop: "{{ found.servers }}"
+
+- name: Wait for readiness, quoting the log if the server dies while loading
+  gpuops.host.sglang_server:
+    action: ready
+    url: http://127.0.0.1:30000
+    pid: 4200
+    log_path: /var/log/sglang/tuning-20260101T000000Z.log
+    timeout: 1800
+
+- name: Check that /server_info reports what the parser stored
+  gpuops.host.sglang_server:
+    action: check_info
+    url: http://127.0.0.1:30000
+    expect: "{{ args.expected_info }}"
+
+- name: Send a probe and wait for its own hidden-state dump
+  gpuops.host.sglang_server:
+    action: probe
+    url: http://127.0.0.1:30000
+    dump_dir: /data/hs_dumps/run-42
+    timeout: 60
+"""
+
+RETURN = r"""
+servers:
+  description: V(find) - the servers running now, by main process.
+  returned: action is find
+  type: list
+  elements: dict
+  contains:
+    pid: {description: PID of the main process., type: int, sample: 4200}
+    start: {description: Start time of the main process (clock ticks since boot)., type: int, sample: 991234}
+    url: {description: Where it answers., type: str, sample: "http://127.0.0.1:30000"}
+    cmdline: {description: Its command line, secrets masked., type: str, sample: python3 -m sglang.launch_server --model-path /models/qwen}
+    marker: {description: Its run marker (C(GPUOPS_RUN)), if any., type: str, sample: tuning-20260101T000000Z}
+    recorded: {description: Whether it is the server of O(record_path)., type: bool, sample: true}
+    session: {description: Its session ID when it leads its own session, else null., type: int, sample: 4200}
+    schedulers: {description: Titled schedulers in its tree., type: int, sample: 4}
+    tree: {description: The main process and its tree (pid, ppid, name, state, cmdline)., type: list, elements: dict, sample: []}
+  sample: []
+recorded:
+  description: V(find) - the entry of RV(servers) that is the recorded server, or null.
+  returned: action is find
+  type: dict
+  sample: {pid: 4200, url: "http://127.0.0.1:30000"}
+record:
+  description: V(find) - the record read from O(record_path), empty when there is none.
+  returned: action is find
+  type: dict
+  sample: {marker: tuning-20260101T000000Z, pid: 4200}
+release:
+  description: The installed SGLang's version.
+  returned: action is release or check_args
+  type: str
+  sample: 0.5.23
+argv:
+  description: V(render), V(check_args) - the server's full command line; it carries no secret.
+  returned: action is render or check_args
+  type: list
+  elements: str
+  sample: [/usr/bin/python3, -m, sglang.launch_server, --cuda-graph-max-bs-decode, "160", --tp-size, "4"]
+server_argv:
+  description: The server arguments as flags (without the interpreter and module).
+  returned: action is render or check_args
+  type: list
+  elements: str
+  sample: [--cuda-graph-max-bs-decode, "160", --config, /var/lib/gpuops/sglang/secret-args.yaml]
+files:
+  description: The argument files of the command line (O(config_path), O(secrets_path)).
+  returned: action is render or check_args
+  type: list
+  elements: str
+  sample: [/var/lib/gpuops/sglang/secret-args.yaml]
+written:
+  description: The argument files written (in check mode, that would be written) because their content differed.
+  returned: action is render or check_args
+  type: list
+  elements: str
+  sample: []
+expected_gpus:
+  description: NVML indices of the GPUs the server will occupy (C(tp_size) x C(dp_size) from C(base_gpu_id) in steps of C(gpu_id_step), through C(CUDA_VISIBLE_DEVICES)).
+  returned: action is render or check_args
+  type: list
+  elements: int
+  sample: [0, 1, 2, 3]
+secret_args:
+  description: Names of O(server_args) treated as secrets.
+  returned: action is render or check_args
+  type: list
+  elements: str
+  sample: [api_key]
+expected_info:
+  description: V(check_args) - the values the parser stored for the arguments given (secrets left out), as C(/server_info) will report them.
+  returned: action is check_args
+  type: dict
+  sample: {cuda_graph_max_bs_decode: 160, mem_fraction_static: 0.92}
+drained:
+  description: V(drain) - whether no request was in flight at the end (or nothing listened).
+  returned: action is drain
+  type: bool
+  sample: true
+serving:
+  description: V(drain) - false when nothing listened at O(url).
+  returned: action is drain
+  type: bool
+  sample: true
+in_flight:
+  description: V(drain) - requests in flight at the last reading; null when it could not be read.
+  returned: action is drain
+  type: int
+  sample: 0
+source:
+  description: V(drain) - where the last count came from, V(metrics) or V(loads).
+  returned: action is drain
+  type: str
+  sample: loads
+readings:
+  description: V(drain) - readings taken.
+  returned: action is drain
+  type: int
+  sample: 3
+lost:
+  description: V(drain) - requests given up with O(force) (aborted, or left to be cut by the stop).
+  returned: action is drain
+  type: int
+  sample: 0
+aborted:
+  description: V(drain) - whether O(force) aborted the requests still in flight.
+  returned: action is drain
+  type: bool
+  sample: false
+needs_api_key:
+  description: V(drain) - whether the count needed an O(api_key) that was not given or not accepted.
+  returned: action is drain
+  type: bool
+  sample: false
+error:
+  description: V(drain) - the last reading's error, if any.
+  returned: action is drain
+  type: str
+  sample: "metrics: HTTP 404 (the server runs without --enable-metrics)"
+seconds:
+  description: Seconds the action waited.
+  returned: action is drain, ready or probe
+  type: float
+  sample: 4.2
+ready:
+  description: V(ready) - whether O(path) answered 200.
+  returned: action is ready
+  type: bool
+  sample: true
+died:
+  description: V(ready) - whether the process O(pid) exited while loading.
+  returned: action is ready
+  type: bool
+  sample: false
+last:
+  description: V(ready) - the last answer or error.
+  returned: action is ready
+  type: str
+  sample: HTTP 200
+log_tail:
+  description: V(ready) - the end of O(log_path), secrets masked, when the server did not become ready.
+  returned: failure of ready
+  type: list
+  elements: str
+  sample: ["ValueError: ..."]
+checked:
+  description: V(check_environ) - the processes checked, with the variables each lacks; V(check_info) - the names compared.
+  returned: action is check_environ or check_info
+  type: list
+  sample: []
+missing:
+  description: V(check_environ) - the processes that lack a variable.
+  returned: action is check_environ
+  type: list
+  elements: dict
+  sample: []
+ok:
+  description: V(check_environ) - whether the check passed.
+  returned: action is check_environ
+  type: bool
+  sample: true
+rid:
+  description: V(probe) - the request id sent.
+  returned: action is probe
+  type: str
+  sample: gpuops-probe-4242-1767225600000
+dumps:
+  description: V(probe) - the dump files named by RV(rid).
+  returned: action is probe
+  type: list
+  elements: str
+  sample: [/data/hs_dumps/run-42/gpuops-probe-4242-1767225600000.pt]
+mismatches:
+  description: V(check_info) - names whose reported value differs (name, expected, reported, missing).
+  returned: action is check_info
+  type: list
+  elements: dict
+  sample: []
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuops.host.plugins.module_utils._procs import ProcFS
+from ansible_collections.gpuops.host.plugins.module_utils._sglang import ACTIONS, ActionFailed, Deps, perform, secrets_of
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            action=dict(type='str', required=True, choices=list(ACTIONS)),
+            url=dict(type='str'),
+            api_key=dict(type='str', no_log=True),
+            python=dict(type='path', default='/usr/bin/python3'),
+            pythonpath=dict(type='list', elements='path', default=[]),
+            environment=dict(type='dict', default={}, no_log=True),
+            entry_module=dict(type='str', default='sglang.launch_server'),
+            server_args=dict(type='dict', default={}),
+            secret_args=dict(type='list', elements='str', default=[], no_log=False),
+            config_file=dict(type='bool', default=False),
+            config_path=dict(type='path'),
+            secrets_path=dict(type='path'),
+            record_path=dict(type='path'),
+            presets=dict(type='list', elements='str', default=['sglang']),
+            patterns=dict(type='list', elements='str', default=[]),
+            default_url=dict(type='str', default='http://127.0.0.1:30000'),
+            pid=dict(type='int'),
+            environ=dict(type='dict', default={}),
+            schedulers=dict(type='int', default=1),
+            timeout=dict(type='float', default=600),
+            interval=dict(type='float', default=2),
+            request_timeout=dict(type='float', default=10),
+            force=dict(type='bool', default=False),
+            path=dict(type='str', default='/health_generate'),
+            log_path=dict(type='path'),
+            log_lines=dict(type='int', default=50),
+            secrets=dict(type='list', elements='str', default=[], no_log=True),
+            rid=dict(type='str'),
+            prompt=dict(type='str', default='The hidden states of this prompt are dumped to check the extraction run.'),
+            dump_dir=dict(type='path'),
+            expect=dict(type='dict', default={}),
+        ),
+        required_if=[('action', a, ('url',)) for a in ('drain', 'ready', 'probe', 'check_info')]
+        + [('action', 'check_environ', ('pid',)), ('config_file', True, ('config_path',))],
+        supports_check_mode=True,
+    )
+    p = module.params
+    module.no_log_values.update(s for s in secrets_of(p) if len(s) >= 4)
+    if not (p['timeout'] >= 0 and p['interval'] > 0 and p['request_timeout'] > 0) or float('inf') in (p['timeout'], p['interval']):
+        module.fail_json(msg='timeout must be 0 or more, interval and request_timeout more than 0, all finite; got %r, %r, %r'
+                         % (p['timeout'], p['interval'], p['request_timeout']))
+
+    def run(argv, environ):
+        return module.run_command(argv, environ_update=environ)
+
+    deps = Deps(ProcFS(), run, tmpdir=module.tmpdir, check_mode=module.check_mode, warn=module.warn,
+                self_pids=(os.getpid(), os.getppid()))
+    try:
+        result = perform(p, deps)
+    except ActionFailed as e:
+        module.fail_json(msg=e.msg, **e.result)
+    module.exit_json(**dict({'changed': False}, **result))
+
+
+if __name__ == '__main__':
+    main()

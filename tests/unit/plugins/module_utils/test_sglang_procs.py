@@ -1,0 +1,148 @@
+# Copyright: (c) 2026, gpuops maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Finding servers and checking their environment on a /proc tree laid out as a real launch leaves it:
+a main process in its own session, titled children whose environ setproctitle overwrote unless
+SPT_NOENV=1, an untitled resource_tracker, an orphaned scheduler re-parented to PID 1."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.gpuops.host.plugins.module_utils import _sglang_procs as sprocs
+from ansible_collections.gpuops.host.plugins.module_utils._procs import ProcFS
+from ansible_collections.gpuops.host.plugins.module_utils._reap_options import PRESETS
+from ansible_collections.gpuops.host.plugins.module_utils._sglang_args import Redactor
+
+
+def stat_line(pid, comm, state='S', ppid=1, sid=None, start=12345):
+    fields = [state, ppid, sid or pid, sid or pid, 0, -1, 4194560] + [0] * 12 + [start] + [0] * 30
+    return '%d (%s) %s\n' % (pid, comm, ' '.join(str(f) for f in fields))
+
+
+def proc(root, pid, argv, env=None, title=None, **stat):
+    d = root / str(pid)
+    d.mkdir(parents=True)
+    comm = (title or argv[0].rsplit('/', 1)[-1])[:15]
+    (d / 'stat').write_text(stat_line(pid, comm, **stat))
+    (d / 'cmdline').write_bytes((title + '\0').encode() if title else b'\0'.join(a.encode() for a in argv) + b'\0')
+    if env is None:
+        environ = b'\0'.join(b'x' * 8 for dummy in range(3))  # overwritten by the title
+    else:
+        environ = b'\0'.join(('%s=%s' % kv).encode() for kv in sorted(env.items())) + b'\0'
+    (d / 'environ').write_bytes(environ)
+
+
+MAIN = ['/opt/sglang/bin/python3', '-X', 'faulthandler', '-m', 'sglang.launch_server', '--model-path', '/m',
+        '--host', '0.0.0.0', '--port=31000', '--tp-size', '2', '--api-key', 'k-123456']
+DUMP = {'SGLANG_HS_DUMP_DIR': '/data/run1'}
+
+
+def server(root, pid=100, env=None, spt_noenv=True, dump=True):
+    env = dict(env or {}, GPUOPS_RUN='extraction-1', **(DUMP if dump else {}))
+    child_env = dict(env, SPT_NOENV='1') if spt_noenv else None
+    proc(root, pid, MAIN, env=env, sid=pid)
+    proc(root, pid + 1, ['python3'], title='sglang::scheduler_TP0', env=child_env, ppid=pid, sid=pid)
+    proc(root, pid + 2, ['python3'], title='sglang::scheduler_TP1', env=child_env, ppid=pid, sid=pid)
+    proc(root, pid + 3, ['python3'], title='sglang::detokenizer', env=child_env, ppid=pid, sid=pid)
+    proc(root, pid + 4, ['/opt/sglang/bin/python3', '-c', 'from multiprocessing.resource_tracker import main;main(7)'],
+         env=env, ppid=pid, sid=pid)
+
+
+@pytest.fixture
+def tree(tmp_path):
+    proc(tmp_path, 1, ['/sbin/init'], env={})
+    server(tmp_path)
+    # an orphaned scheduler of the same session, re-parented to PID 1
+    proc(tmp_path, 180, ['python3'], title='sglang::scheduler_TP3', env=dict(DUMP, SPT_NOENV='1'), ppid=1, sid=100)
+    # unrelated: a shell that greps for sglang, and a training job
+    proc(tmp_path, 300, ['grep', 'sglang'], env={}, sid=300)
+    proc(tmp_path, 400, ['python3', 'train.py'], env={}, sid=400)
+    return ProcFS(str(tmp_path))
+
+
+def find(procfs, record=None, patterns=PRESETS['sglang']):
+    return sprocs.find_servers(procfs, procfs.snapshot(), patterns, record or {}, 'http://127.0.0.1:30000',
+                               Redactor(['k-123456']))
+
+
+def test_find_by_presets_gives_the_main_process_its_url_and_its_tree(tree):
+    servers = find(tree)
+    assert [s['pid'] for s in servers] == [100]
+    s = servers[0]
+    assert s['url'] == 'http://127.0.0.1:31000'
+    assert s['session'] == 100 and s['schedulers'] == 3 and not s['recorded']
+    assert [p['pid'] for p in s['tree']] == [100, 101, 102, 103, 104, 180]
+    assert 'k-123456' not in s['cmdline'] and '--api-key ********' in s['cmdline']
+
+
+def test_find_by_the_recorded_marker_alone(tree):
+    record = {'marker': 'extraction-1', 'pid': 100, 'url': 'http://10.0.0.5:31000'}
+    servers = find(tree, record, patterns=())
+    assert [(s['pid'], s['recorded'], s['url'], s['marker']) for s in servers] == \
+        [(100, True, 'http://10.0.0.5:31000', 'extraction-1')]
+
+
+def test_find_nothing(tmp_path):
+    proc(tmp_path, 1, ['/sbin/init'], env={})
+    proc(tmp_path, 300, ['vim', '/etc/sglang/serve.yaml'], env={})
+    assert find(ProcFS(str(tmp_path))) == []
+
+
+def test_tree_of_a_server_not_leading_its_session_is_its_descendants(tmp_path):
+    proc(tmp_path, 50, ['bash'], env={}, sid=50)
+    proc(tmp_path, 100, ['python3', '-m', 'sglang.launch_server'], env={}, ppid=50, sid=50)
+    proc(tmp_path, 101, ['python3'], title='sglang::scheduler', env={}, ppid=100, sid=50)
+    proc(tmp_path, 60, ['vim'], env={}, ppid=50, sid=50)
+    servers = find(ProcFS(str(tmp_path)))
+    assert [p['pid'] for p in servers[0]['tree']] == [100, 101] and servers[0]['session'] is None
+    assert servers[0]['url'] == 'http://127.0.0.1:30000'
+
+
+@pytest.mark.parametrize('argv, url', [
+    (['--port', '8000'], 'http://127.0.0.1:8000'),
+    (['--host', '::', '--port', '8000'], 'http://127.0.0.1:8000'),
+    (['--host=fe80::1', '--port=8000'], 'http://[fe80::1]:8000'),
+    (['--host', '10.1.2.3', '--port', '1', '--port', '2'], 'http://10.1.2.3:2'),
+    (['--config', 'x.yaml'], 'http://127.0.0.1:30000'),
+])
+def test_url_of(argv, url):
+    assert sprocs.url_of(argv, 'http://127.0.0.1:30000/') == url
+
+
+def test_check_environ_passes_with_spt_noenv(tree):
+    report = sprocs.check_environ(tree, tree.snapshot(), 100, DUMP, 2, Redactor())
+    assert report['ok'] and report['schedulers'] == 3
+    assert [c['pid'] for c in report['checked']] == [100, 101, 102, 180]
+
+
+def test_check_environ_fails_where_setproctitle_hid_it(tmp_path):
+    proc(tmp_path, 1, ['/sbin/init'], env={})
+    server(tmp_path, spt_noenv=False)
+    procfs = ProcFS(str(tmp_path))
+    report = sprocs.check_environ(procfs, procfs.snapshot(), 100, DUMP, 1, Redactor())
+    assert not report['ok'] and [c['pid'] for c in report['missing']] == [101, 102]
+
+
+def test_check_environ_needs_the_schedulers(tmp_path):
+    proc(tmp_path, 100, MAIN, env=DUMP, sid=100)
+    procfs = ProcFS(str(tmp_path))
+    report = sprocs.check_environ(procfs, procfs.snapshot(), 100, DUMP, 1, Redactor())
+    assert not report['ok'] and report['schedulers'] == 0 and report['missing'] == []
+    with pytest.raises(sprocs.ProcsError, match='not running'):
+        sprocs.check_environ(procfs, procfs.snapshot(), 999, DUMP, 1, Redactor())
+
+
+def test_log_tail_masks_secrets(tmp_path):
+    log = tmp_path / 'server.log'
+    log.write_text('loading\n' * 100 + "server_args=ServerArgs(api_key='k-123456', port=1)\nTraceback: boom\n")
+    assert sprocs.log_tail(str(log), 2, Redactor()) == ["server_args=ServerArgs(api_key='********', port=1)", 'Traceback: boom']
+    assert sprocs.log_tail(str(tmp_path / 'none.log'), 2, Redactor())[0].startswith('(cannot read')
+
+
+def test_find_dump_by_request_id(tmp_path):
+    (tmp_path / 'a').mkdir()
+    (tmp_path / 'a' / 'hs_probe-7_layer3.pt').write_text('')
+    (tmp_path / 'hs_health-1.pt').write_text('')
+    assert sprocs.find_dump(str(tmp_path), 'probe-7') == [str(tmp_path / 'a' / 'hs_probe-7_layer3.pt')]
+    assert sprocs.find_dump(str(tmp_path), 'probe-8') == []

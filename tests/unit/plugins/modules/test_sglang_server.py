@@ -1,0 +1,197 @@
+# Copyright: (c) 2026, gpuops maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""sglang_server's main(): options, check mode, files and masking, through a real run of each action
+that needs no running server, and a drain against a real local HTTP server."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import stat
+import sys
+import textwrap
+import threading
+
+import pytest
+
+from ansible_collections.gpuops.host.plugins.modules import sglang_server
+
+# A small SGLang: its version and a parser with the options used here (the unit tests of
+# _sglang_args play both releases' parsers in full).
+SERVER_ARGS = textwrap.dedent('''
+    import argparse, dataclasses
+
+    @dataclasses.dataclass
+    class ServerArgs:
+        model_path: str = None
+        port: int = 30000
+        tp_size: int = 1
+        api_key: str = None
+
+        @staticmethod
+        def add_cli_args(parser):
+            parser.add_argument("--model-path", required=True)
+            parser.add_argument("--port", type=int, default=30000)
+            parser.add_argument("--tp-size", type=int, default=1)
+            parser.add_argument("--cuda-graph-max-bs-decode", type=int)
+            parser.add_argument("--cuda-graph-max-bs-prefill", type=int)
+            parser.add_argument("--api-key")
+            parser.add_argument("--config")
+
+    def prepare_server_args(argv):
+        parser = argparse.ArgumentParser(prog="sglang serve")
+        ServerArgs.add_cli_args(parser)
+        if "--config" in argv:
+            import yaml
+            i = argv.index("--config")
+            with open(argv[i + 1]) as f:
+                extra = [x for k, v in yaml.safe_load(f).items() for x in ("--" + k, str(v))]
+            argv = extra + argv[:i] + argv[i + 2:]
+        raw = parser.parse_args(argv)
+        return ServerArgs(raw.model_path, raw.port, raw.tp_size, raw.api_key)
+''')
+
+
+@pytest.fixture
+def sglang(tmp_path):
+    root = tmp_path / 'site'
+    (root / 'sglang' / 'srt').mkdir(parents=True)
+    (root / 'sglang' / '__init__.py').write_text('__version__ = "0.5.23"\n')
+    (root / 'sglang' / 'srt' / '__init__.py').write_text('')
+    (root / 'sglang' / 'srt' / 'server_args.py').write_text(SERVER_ARGS)
+    return str(root)
+
+
+@pytest.fixture
+def base(sglang, tmp_path):
+    return {'python': sys.executable, 'pythonpath': [sglang], 'secrets_path': str(tmp_path / 'secret-args.yaml')}
+
+
+def test_release(run_module, base):
+    outcome, result, dummy = run_module(sglang_server, dict(base, action='release'))
+    assert outcome == 'exit' and result['release'] == '0.5.23' and not result['changed']
+
+
+def test_check_args_keeps_the_api_key_off_every_command_line_and_out_of_the_result(run_module, base, tmp_path):
+    args = dict(base, action='check_args', server_args={'model_path': '/m', 'tp_size': 2, 'api_key': 'k-123456',
+                                                        'cuda_graph_max_bs_decode': 160})
+    outcome, result, dummy = run_module(sglang_server, args)
+    assert outcome == 'exit', result
+    assert result['argv'] == [sys.executable, '-m', 'sglang.launch_server', '--cuda-graph-max-bs-decode', '160',
+                              '--model-path', '/m', '--tp-size', '2', '--config', base['secrets_path']]
+    assert result['expected_info'] == {'model_path': '/m', 'tp_size': 2, 'cuda_graph_max_bs_decode': 160}
+    assert result['release'] == '0.5.23' and result['changed'] and result['written'] == [base['secrets_path']]
+    assert stat.S_IMODE(os.stat(base['secrets_path']).st_mode) == 0o600
+    with open(base['secrets_path']) as f:
+        assert f.read() == 'api-key: "k-123456"\n'
+    assert 'k-123456' not in json.dumps(result)
+    # the same again writes nothing
+    outcome, result, dummy = run_module(sglang_server, args)
+    assert outcome == 'exit' and not result['changed'] and result['written'] == []
+
+
+def test_check_args_refuses_with_sglangs_message_and_writes_nothing(run_module, base):
+    args = dict(base, action='check_args', server_args={'model_path': '/m', 'cuda_graph_max_bs': 160, 'api_key': 'k-123456'})
+    outcome, result, dummy = run_module(sglang_server, args)
+    assert outcome == 'fail'
+    assert 'the installed SGLang 0.5.23 refuses the server arguments' in result['msg']
+    assert 'ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill' in result['msg']
+    assert 'k-123456' not in json.dumps(result)
+    assert not os.path.exists(base['secrets_path'])
+
+
+def test_secret_arguments_without_a_secrets_file_are_refused(run_module, base):
+    args = dict(base, action='render', secrets_path=None, server_args={'model_path': '/m', 'hf_token': 'hf_abcdef'})
+    outcome, result, dummy = run_module(sglang_server, args)
+    assert outcome == 'fail' and 'hf_token need secrets_path' in result['msg'] and 'hf_abcdef' not in json.dumps(result)
+
+
+def test_render_config_file_in_check_mode_writes_nothing(run_module, base, tmp_path):
+    config = str(tmp_path / 'server-args.yaml')
+    args = dict(base, action='render', config_file=True, config_path=config, _ansible_check_mode=True,
+                server_args={'model_path': '/m', 'tp_size': 4, 'enable_metrics': True},
+                environment={'CUDA_VISIBLE_DEVICES': '4,5,6,7'})
+    outcome, result, dummy = run_module(sglang_server, args)
+    assert outcome == 'exit' and result['changed'] and result['written'] == [config]
+    assert result['argv'][-2:] == ['--config', config] and result['expected_gpus'] == [4, 5, 6, 7]
+    assert not os.path.exists(config)
+
+
+def test_check_args_with_a_config_file(run_module, base, tmp_path):
+    config = str(tmp_path / 'server-args.yaml')
+    args = dict(base, action='check_args', config_file=True, config_path=config,
+                server_args={'model_path': '/m', 'tp_size': 2})
+    outcome, result, dummy = run_module(sglang_server, args)
+    assert outcome == 'exit', result
+    with open(config) as f:
+        assert f.read() == 'model-path: "/m"\ntp-size: 2\n'
+
+
+@pytest.mark.parametrize('args, message', [
+    ({'action': 'drain'}, 'action is drain but all of the following are missing: url'),
+    ({'action': 'check_environ'}, 'missing: pid'),
+    ({'action': 'render', 'config_file': True}, 'missing: config_path'),
+    ({'action': 'drain', 'url': 'http://x', 'timeout': float('nan')}, 'timeout must be 0 or more'),
+    ({'action': 'drain', 'url': 'http://x', 'timeout': float('inf')}, 'all finite'),
+])
+def test_options_refused(run_module, args, message):
+    outcome, result, dummy = run_module(sglang_server, args)
+    assert outcome == 'fail' and message in result['msg']
+
+
+class Loads(http.server.BaseHTTPRequestHandler):
+    """/v1/loads with one request in flight on DP rank 1; no /metrics (the default)."""
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        if self.path == '/v1/loads':
+            body = json.dumps({'loads': [{'dp_rank': 0, 'num_running_reqs': 0, 'num_waiting_reqs': 0},
+                                         {'dp_rank': 1, 'num_running_reqs': 1, 'num_waiting_reqs': 0}]}).encode()
+            self.send_response(200)
+        else:
+            body = b'{"detail": "Not Found"}'
+            self.send_response(404)
+        self.send_header('Content-Length', str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        self.send_response(404)
+        self.send_header('Content-Length', '0')
+        self.end_headers()
+
+
+@pytest.fixture
+def busy_server():
+    httpd = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Loads)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield 'http://127.0.0.1:%d' % httpd.server_address[1]
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_drain_fails_and_leaves_the_server_alone_while_a_request_is_in_flight(run_module, busy_server):
+    outcome, result, dummy = run_module(sglang_server, {'action': 'drain', 'url': busy_server, 'timeout': 1.5,
+                                                        'interval': 0.2})
+    assert outcome == 'fail'
+    assert result['msg'].startswith('1 request(s) still in flight on the SGLang server %s after' % busy_server)
+    assert 'the server is left running' in result['msg']
+    assert result['in_flight'] == 1 and result['source'] == 'loads' and not result['drained']
+
+
+def test_forced_drain_reports_the_lost_requests(run_module, busy_server):
+    outcome, result, warnings = run_module(sglang_server, {'action': 'drain', 'url': busy_server, 'timeout': 0.5,
+                                                           'interval': 0.2, 'force': True})
+    assert outcome == 'exit' and result['lost'] == 1 and not result['aborted']
+    assert 'aborting them failed (HTTP 404); the stop cuts them' in warnings[0]
+
+
+def test_drain_in_check_mode_reads_once(run_module, busy_server):
+    outcome, result, dummy = run_module(sglang_server, {'action': 'drain', 'url': busy_server, 'timeout': 600,
+                                                        '_ansible_check_mode': True})
+    assert outcome == 'exit' and result['readings'] == 1 and result['in_flight'] == 1 and not result['drained']
