@@ -77,9 +77,9 @@ def _environ(p):
 # -- arguments ---------------------------------------------------------------------------------
 
 def _rendered(p):
-    """The command line and argument files for P['server_args']. Secret-named arguments go into the 0600
-    file secrets_path, passed with --config, never onto the command line; with config_file every argument
-    goes into the 0600 file config_path."""
+    """The command line and argument files for P['server_args']. Secret-named arguments never go onto the
+    command line: with config_file every argument goes into the file config_path, else the secret ones go
+    into the file secrets_path when it is given, and are left to the caller otherwise (RV secret_args)."""
     args = dict(p.get('server_args') or {})
     try:
         secret = sargs.secret_names(args, p.get('secret_args') or ())
@@ -91,25 +91,22 @@ def _rendered(p):
         raise ActionFailed('cannot render the server arguments: %s' % e)
     files = {}
     if p.get('config_file'):
-        if not p.get('config_path'):
-            raise ActionFailed('config_file needs config_path, where the --config file will be')
         files[p['config_path']] = sargs.dump_yaml(sargs.render_config(args))
         server_argv = ['--config', p['config_path']]
-    elif hidden:
-        if not p.get('secrets_path'):
-            raise ActionFailed('the secret server argument(s) %s need secrets_path: a 0600 --config file keeps them '
-                               'off the command line, which every user of the host can read' % ', '.join(sorted(hidden)))
+    elif hidden and p.get('secrets_path'):
         files[p['secrets_path']] = sargs.dump_yaml(sargs.render_config(hidden))
         server_argv = server_argv + ['--config', p['secrets_path']]
     for path in files:
         if not path.endswith(('.yaml', '.yml')):
             raise ActionFailed('%s: SGLang reads a --config file only when its name ends in .yaml or .yml' % path)
     argv = [p['python'], '-m', p['entry_module']] + server_argv
-    return {'argv': argv, 'server_argv': server_argv, 'files': files, 'expected_gpus': gpus, 'secret_args': secret}
+    return {'argv': argv, 'server_argv': server_argv, 'files': files, 'hidden': hidden, 'expected_gpus': gpus,
+            'secret_args': sorted(hidden)}
 
 
 def _write(files, deps):
-    """Write each argument file (mode 0600, atomically) whose content differs; the paths written."""
+    """Write each argument file (mode 0600, atomically) whose content differs; the paths written (in check
+    mode, that would be written). A missing parent directory is created with mode 0750."""
     written = []
     for path in sorted(files):
         try:
@@ -121,11 +118,13 @@ def _write(files, deps):
         written.append(path)
         if deps.check_mode:
             continue
-        fd, tmp = _mkstemp(os.path.dirname(path) or '.')
+        parent = os.path.dirname(path) or '.'
+        if not os.path.isdir(parent):
+            os.makedirs(parent, 0o750)
+        fd, tmp = _mkstemp(parent)
         try:
             with os.fdopen(fd, 'w') as f:
                 f.write(files[path])
-            os.chmod(tmp, 0o600)
             os.rename(tmp, path)
         except BaseException:
             if os.path.exists(tmp):
@@ -135,14 +134,13 @@ def _write(files, deps):
 
 
 def _public(out, written):
-    result = dict((k, v) for k, v in out.items() if k != 'files')
+    result = dict((k, v) for k, v in out.items() if k not in ('files', 'hidden'))
     return dict(result, files=sorted(out['files']), written=written, changed=bool(written))
 
 
 def render(p, deps):
-    """Render the command line and write its argument files."""
-    out = _rendered(p)
-    return _public(out, _write(out['files'], deps))
+    """The command line, without touching anything."""
+    return _public(_rendered(p), [])
 
 
 def release(p, deps):
@@ -159,29 +157,32 @@ def release(p, deps):
 
 
 def check_args(p, deps):
-    """The whole command line through the installed SGLang's own parser, without launching anything, then
-    render. The check reads its argument files from a private temporary directory, so a refused request
-    leaves the files of the running server as they are."""
+    """The whole command line through the installed SGLang's own parser, without launching anything; then
+    write its argument files. The check reads the files from a private temporary directory, and secret
+    arguments reach it only through such a file, never through its command line."""
     redact = _redactor(p)
     out = _rendered(p)
     args = dict(p.get('server_args') or {})
-    temp = {}
-    argv = []
+    temp, argv = [], []
+
+    def temp_file(content):
+        fd, path = _mkstemp(deps.tmpdir)
+        temp.append(path)
+        with os.fdopen(fd, 'w') as f:
+            f.write(content)
+        return path
+
     for arg in out['server_argv']:
-        if arg in out['files']:
-            fd, temp[arg] = _mkstemp(deps.tmpdir)
-            with os.fdopen(fd, 'w') as f:
-                f.write(out['files'][arg])
-            arg = temp[arg]
-        argv.append(arg)
+        argv.append(temp_file(out['files'][arg]) if arg in out['files'] else arg)
+    if out['hidden'] and '--config' not in argv:
+        argv.extend(['--config', temp_file(sargs.dump_yaml(sargs.render_config(out['hidden'])))])
     try:
         rc, stdout, stderr = deps.run([p['python'], '-c', sargs.CHECK_PROGRAM] + argv, _environ(p))
     finally:
-        for path in temp.values():
+        for path in temp:
             os.unlink(path)
-    shown = redact.argv(sargs.render_flags(args))
     try:
-        found = sargs.check_result(rc, stdout, stderr, shown, redact)
+        found = sargs.check_result(rc, stdout, stderr, redact.argv(sargs.render_flags(args)), redact)
     except sargs.ArgsError as e:
         raise ActionFailed(str(e), dict(_public(out, []), rc=rc))
     parsed = found.get('parsed')

@@ -19,12 +19,14 @@ description:
     re-parented to PID 1 included).
   - V(release) reads the version of the SGLang that O(python) imports.
   - V(render) turns O(server_args) into the server's command line and the NVML indices of the GPUs it will
-    occupy, and writes its argument files (mode 0600) - the C(--config) file O(config_path) with every argument
-    under O(config_file), else the C(--config) file O(secrets_path) with the secret ones - so that no secret
-    is ever on the command line, which every user of the host can read. It does not import SGLang.
+    occupy. Secret arguments never go onto the command line, which every user of the host can read - with
+    O(config_file) every argument is in the C(--config) file O(config_path); otherwise the secret ones are in
+    the C(--config) file O(secrets_path), or, without it, left for the caller to pass (RV(secret_args)). It
+    neither imports SGLang nor writes a file.
   - V(check_args) renders and then passes the whole command line, or C(--config) file, through the installed
     SGLang's own parser (C(sglang.srt.server_args.prepare_server_args), what C(sglang serve) runs), without
-    launching anything, and then does what V(render) does. Unknown, ambiguous (SGLang's parser accepts unambiguous abbreviations) and
+    launching anything, and then writes the argument files of the command line (mode 0600) - secret arguments
+    reach the check through a temporary file, never its command line. Unknown, ambiguous (SGLang's parser accepts unambiguous abbreviations) and
     badly-valued arguments fail with SGLang's own message. It returns the release and the values the server
     will report in C(/server_info), for V(check_info).
   - V(drain) waits until the server at O(url) has no request in flight. The count comes from C(/metrics)
@@ -56,15 +58,15 @@ attributes:
   check_mode:
     support: full
     details:
-      - V(drain) takes a single reading and does not wait; V(probe) sends nothing; V(render) and V(check_args)
-        write no file but report in RV(written) which they would write. V(check_args) still runs the parser.
+      - V(drain) takes a single reading and does not wait; V(probe) sends nothing; V(check_args) runs the parser
+        but writes no file, and reports in RV(written) which it would write.
   diff_mode:
     support: none
   idempotent:
     support: partial
     details:
-      - V(render) and V(check_args) write their argument files only when the content differs. V(probe) sends one
-        request each time, which writes a dump in extraction mode. The other actions only read.
+      - V(check_args) writes its argument files only when their content differs. V(probe) sends one request
+        each time, which writes a dump in extraction mode. The other actions only read.
 options:
   action:
     description: What to do; see the description.
@@ -120,13 +122,13 @@ options:
     default: false
   config_path:
     description:
-      - The C(--config) file with every argument, for O(config_file); written by V(render) and V(check_args). Its
+      - The C(--config) file with every argument, for O(config_file); written by V(check_args), mode 0600. Its
         name must end in C(.yaml).
     type: path
   secrets_path:
     description:
-      - The C(--config) file with the secret arguments, needed when O(server_args) has any (without
-        O(config_file)); written by V(render) and V(check_args), mode 0600. Its name must end in C(.yaml).
+      - The C(--config) file with the secret arguments (without O(config_file)); written by V(check_args), mode
+        0600. Its name must end in C(.yaml). Without it the secret arguments are left off the command line.
     type: path
   record_path:
     description:
@@ -319,7 +321,7 @@ files:
   elements: str
   sample: [/var/lib/gpuops/sglang/secret-args.yaml]
 written:
-  description: The argument files written (in check mode, that would be written) because their content differed.
+  description: V(check_args) - the argument files written (in check mode, that would be written) because their content differed.
   returned: action is render or check_args
   type: list
   elements: str
@@ -331,7 +333,7 @@ expected_gpus:
   elements: int
   sample: [0, 1, 2, 3]
 secret_args:
-  description: Names of O(server_args) treated as secrets.
+  description: Names of O(server_args) treated as secrets and set; they are not on RV(argv) unless through a C(--config) file.
   returned: action is render or check_args
   type: list
   elements: str

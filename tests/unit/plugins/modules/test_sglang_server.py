@@ -102,16 +102,28 @@ def test_check_args_refuses_with_sglangs_message_and_writes_nothing(run_module, 
     assert not os.path.exists(base['secrets_path'])
 
 
-def test_secret_arguments_without_a_secrets_file_are_refused(run_module, base):
-    args = dict(base, action='render', secrets_path=None, server_args={'model_path': '/m', 'hf_token': 'hf_abcdef'})
+def test_secret_arguments_without_a_secrets_file_are_left_to_the_caller(run_module, base):
+    args = dict(base, action='check_args', secrets_path=None, server_args={'model_path': '/m', 'api_key': 'k-123456'})
     outcome, result, dummy = run_module(sglang_server, args)
-    assert outcome == 'fail' and 'hf_token need secrets_path' in result['msg'] and 'hf_abcdef' not in json.dumps(result)
+    assert outcome == 'exit', result
+    assert result['argv'][3:] == ['--model-path', '/m'] and result['secret_args'] == ['api_key']
+    assert 'k-123456' not in json.dumps(result) and result['files'] == [] and not result['changed']
 
 
-def test_render_config_file_in_check_mode_writes_nothing(run_module, base, tmp_path):
-    config = str(tmp_path / 'server-args.yaml')
-    args = dict(base, action='render', config_file=True, config_path=config, _ansible_check_mode=True,
-                server_args={'model_path': '/m', 'tp_size': 4, 'enable_metrics': True},
+def test_secret_arguments_reach_the_parser_through_a_file(run_module, base):
+    args = dict(base, action='check_args', secrets_path=None, server_args={'model_path': '/m', 'api_key': 'k-123456', 'port': 'x'})
+    outcome, result, dummy = run_module(sglang_server, args)
+    assert outcome == 'fail' and "argument --port: invalid int value: 'x'" in result['msg']
+    args['server_args'].update(port=1, api_key=['not', 'a', 'scalar'])
+    outcome, result, dummy = run_module(sglang_server, args)
+    # the fake parser reads the file's list value as one string, as a --config scalar
+    assert outcome == 'exit' and result['secret_args'] == ['api_key']
+
+
+def test_check_args_of_a_config_file_in_check_mode_writes_nothing(run_module, base, tmp_path):
+    config = str(tmp_path / 'state' / 'server-args.yaml')
+    args = dict(base, action='check_args', config_file=True, config_path=config, _ansible_check_mode=True,
+                server_args={'model_path': '/m', 'tp_size': 4},
                 environment={'CUDA_VISIBLE_DEVICES': '4,5,6,7'})
     outcome, result, dummy = run_module(sglang_server, args)
     assert outcome == 'exit' and result['changed'] and result['written'] == [config]
@@ -122,11 +134,21 @@ def test_render_config_file_in_check_mode_writes_nothing(run_module, base, tmp_p
 def test_check_args_with_a_config_file(run_module, base, tmp_path):
     config = str(tmp_path / 'server-args.yaml')
     args = dict(base, action='check_args', config_file=True, config_path=config,
-                server_args={'model_path': '/m', 'tp_size': 2})
+                server_args={'model_path': '/m', 'tp_size': 2, 'api_key': 'k-123456'})
     outcome, result, dummy = run_module(sglang_server, args)
     assert outcome == 'exit', result
+    assert result['argv'][3:] == ['--config', config] and result['written'] == [config]
     with open(config) as f:
-        assert f.read() == 'model-path: "/m"\ntp-size: 2\n'
+        assert f.read() == 'api-key: "k-123456"\nmodel-path: "/m"\ntp-size: 2\n'
+    assert stat.S_IMODE(os.stat(config).st_mode) == 0o600
+
+
+def test_render_touches_nothing(run_module, base):
+    args = dict(base, action='render', server_args={'model_path': '/m', 'api_key': 'k-123456'})
+    outcome, result, dummy = run_module(sglang_server, args)
+    assert outcome == 'exit' and not result['changed'] and result['files'] == [base['secrets_path']]
+    assert result['argv'][3:] == ['--model-path', '/m', '--config', base['secrets_path']]
+    assert not os.path.exists(base['secrets_path'])
 
 
 @pytest.mark.parametrize('args, message', [
