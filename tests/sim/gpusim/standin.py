@@ -72,9 +72,12 @@ def is_patched(path: str) -> bool:
 
 
 def make_model_dir(path: str, architecture: str = "LlamaForCausalLM", layers: int = 32, hidden_size: int = 4096,
-                   context_length: int = 8192) -> str:
-    """A model directory the stand-in accepts: config.json and tokenizer_config.json, no weights."""
+                   context_length: int = 8192, weights_mib: int = 0, shards: int = 4) -> str:
+    """A model directory the stand-in accepts: config.json and tokenizer_config.json, and WEIGHTS_MIB of
+    safetensors shards (none by default), which the stand-in's schedulers read from disk at load."""
     os.makedirs(path, exist_ok=True)
+    if weights_mib:
+        write_weights(path, weights_mib, shards)
     config = {"architectures": [architecture], "model_type": "llama", "hidden_size": hidden_size,
               "num_hidden_layers": layers, "num_attention_heads": 32, "num_key_value_heads": 8,
               "max_position_embeddings": context_length, "torch_dtype": "bfloat16", "vocab_size": 32000}
@@ -83,6 +86,26 @@ def make_model_dir(path: str, architecture: str = "LlamaForCausalLM", layers: in
     with open(os.path.join(path, "tokenizer_config.json"), "w") as f:
         json.dump({"model_max_length": context_length, "tokenizer_class": "PreTrainedTokenizerFast"}, f)
     return path
+
+
+def write_weights(path: str, weights_mib: int, shards: int) -> None:
+    """SHARDS files model-0000i-of-0000N.safetensors, WEIGHTS_MIB in all: a safetensors header with one U8
+    tensor, then its bytes (random, so that no file system stores them sparse). Kept when the sizes match."""
+    block = os.urandom(1 << 20)
+    for i in range(shards):
+        size = (weights_mib << 20) // shards
+        header = json.dumps({"model.layers.%d.weight" % i: {"dtype": "U8", "shape": [size],
+                                                            "data_offsets": [0, size]}}).encode()
+        header += b" " * (-len(header) % 8)
+        name = os.path.join(path, "model-%05d-of-%05d.safetensors" % (i + 1, shards))
+        if os.path.exists(name) and os.path.getsize(name) == 8 + len(header) + size:
+            continue
+        with open(name + ".tmp", "wb") as f:
+            f.write(len(header).to_bytes(8, "little") + header)
+            for dummy in range(size >> 20):
+                f.write(block)
+            f.write(block[:size & ((1 << 20) - 1)])
+        os.replace(name + ".tmp", name)
 
 
 class Launch:

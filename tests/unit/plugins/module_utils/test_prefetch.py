@@ -1,0 +1,198 @@
+# Copyright: (c) 2026, gpuops maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ansible_collections.gpuops.host.plugins.module_utils._prefetch import (
+    MIB, PAGE, WINDOW, PageCache, Prefetcher, PrefetchError, find_files, missing_ranges, prefetch, read_meminfo,
+)
+
+
+class FakeCache:
+    """Pages in memory per file, as a set of page numbers; reading through FakeFile adds to it."""
+
+    def __init__(self):
+        self.pages = {}
+
+    def missing(self, fd, offset, length):
+        resident = self.pages.get(fd, set())
+        vector = bytes(1 if (offset // PAGE + i) in resident else 0 for i in range((length + PAGE - 1) // PAGE))
+        return [(o, min(n, offset + length - o)) for o, n in missing_ranges(vector, offset)]
+
+
+class FakeFile:
+    def __init__(self, cache, path, size):
+        self.cache, self.path, self.size, self.pos = cache, path, size, 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+    def fileno(self):
+        return self.path
+
+    def seek(self, pos):
+        self.pos = pos
+
+    def readinto(self, view):
+        n = max(0, min(len(view), self.size - self.pos))
+        self.cache.pages.setdefault(self.path, set()).update(range(self.pos // PAGE, (self.pos + n + PAGE - 1) // PAGE))
+        self.pos += n
+        return n
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+        self.sleeps = []
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def prefetcher(sizes, available_mib=(64 * 1024,), cache=None):
+    """A Prefetcher over fake files of SIZES (path -> bytes); MemAvailable answers AVAILABLE_MIB in turn."""
+    cache = cache or FakeCache()
+    clock = Clock()
+    answers = list(available_mib)
+
+    def meminfo():
+        value = answers.pop(0) if len(answers) > 1 else answers[0]
+        return {'MemTotal': 128 * 1024 * MIB, 'MemAvailable': int(value * MIB)}
+
+    p = Prefetcher(cache=cache, meminfo=meminfo, clock=clock, sleep=clock.sleep,
+                   opener=lambda path: FakeFile(cache, path, sizes[path]))
+    return p, cache, clock
+
+
+@pytest.mark.parametrize('vector, start, expected', [
+    (b'\x01\x01\x01', 0, []),
+    (b'\x00\x00', 0, [(0, 2 * PAGE)]),
+    (b'\x01\x00\x00\x01\x00', WINDOW, [(WINDOW + PAGE, 2 * PAGE), (WINDOW + 4 * PAGE, PAGE)]),
+    (b'\x03\x02', 0, [(PAGE, PAGE)]),            # only bit 0 means resident
+])
+def test_missing_ranges(vector, start, expected):
+    assert missing_ranges(vector, start) == expected
+
+
+def test_find_files_matches_names_sorted_and_recurses_on_request(tmp_path):
+    for name in ('b.safetensors', 'a.safetensors', 'config.json', 'sub/c.safetensors'):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_bytes(b'x' * 3)
+    found = find_files(str(tmp_path), ['*.safetensors'], recurse=True)
+    assert [os.path.relpath(p, str(tmp_path)) for p, dummy in found] == ['a.safetensors', 'b.safetensors',
+                                                                       'sub/c.safetensors']
+    assert [s for dummy, s in found] == [3, 3, 3]
+    assert len(find_files(str(tmp_path), ['*.safetensors'], recurse=False)) == 2
+    assert find_files(str(tmp_path / 'config.json'), ['*.safetensors'], recurse=False) == [
+        (str(tmp_path / 'config.json'), 3)]
+    with pytest.raises(PrefetchError, match='is neither a file nor a directory'):
+        find_files(str(tmp_path / 'missing'), ['*'], recurse=True)
+
+
+def test_read_meminfo_in_bytes(tmp_path):
+    path = tmp_path / 'meminfo'
+    path.write_text('MemTotal:       24684084 kB\nMemAvailable:   24246900 kB\nHugePages_Total:       0\n')
+    assert read_meminfo(str(path)) == {'MemTotal': 24684084 * 1024, 'MemAvailable': 24246900 * 1024,
+                                       'HugePages_Total': 0}
+
+
+def test_plan_reads_only_what_is_not_in_memory():
+    size = WINDOW + 3 * PAGE + 100                       # two windows, the last page partial
+    p, cache, dummy = prefetcher({'/m/a': size, '/m/b': 0})
+    cache.pages['/m/a'] = set(range(0, WINDOW // PAGE)) | {WINDOW // PAGE + 1}
+    plan = p.plan([('/m/a', size), ('/m/b', 0)])
+    assert plan[0]['ranges'] == [(WINDOW, PAGE), (WINDOW + 2 * PAGE, PAGE + 100)]
+    assert plan[0]['resident'] == size - 2 * PAGE - 100
+    assert plan[1] == {'path': '/m/b', 'size': 0, 'resident': 0, 'ranges': []}
+
+
+def test_run_reads_the_ranges_then_a_second_run_reads_nothing():
+    sizes = {'/m/a': 3 * WINDOW, '/m/b': 5 * MIB}
+    p, dummy, dummy2 = prefetcher(sizes)
+    first = p.run(p.plan(sorted(sizes.items())), bandwidth=0, min_available=MIB)
+    assert (first['bytes_total'], first['bytes_to_read'], first['bytes_read']) == (3 * WINDOW + 5 * MIB,) * 3
+    assert [f['read'] for f in first['files']] == [3 * WINDOW, 5 * MIB]
+    second = p.run(p.plan(sorted(sizes.items())), bandwidth=0, min_available=MIB)
+    assert (second['bytes_resident_before'], second['bytes_read'], second['mib_per_second']) == (
+        3 * WINDOW + 5 * MIB, 0, None)
+
+
+def test_bandwidth_cap_paces_the_reads():
+    sizes = {'/m/a': 100 * MIB}
+    p, dummy, clock = prefetcher(sizes)
+    result = p.run(p.plan(list(sizes.items())), bandwidth=50 * MIB, min_available=0)
+    assert result['seconds'] == pytest.approx(2.0)      # 100 MiB at 50 MiB/s on a clock that only sleeps move
+    assert result['mib_per_second'] == pytest.approx(50.0)
+    assert len(clock.sleeps) == 100 // 8 + 1             # one pause after each 8 MiB read
+
+
+def test_refuses_before_reading_when_memory_would_run_short():
+    sizes = {'/m/a': 2048 * MIB}
+    p, cache, dummy = prefetcher(sizes, available_mib=(6000,))
+    with pytest.raises(PrefetchError) as e:
+        p.run(p.plan(list(sizes.items())), bandwidth=0, min_available=4096 * MIB)
+    assert str(e.value) == ('Not prefetching 1 files: 2048.0 MiB of them are not in memory, MemAvailable is '
+                            '6000.0 MiB, and reading them would leave 3952.0 MiB, under min_available_mib '
+                            '(4096.0 MiB)')
+    assert e.value.result['bytes_read'] == 0 and not cache.pages
+
+
+def test_stops_when_memory_falls_while_reading():
+    sizes = {'/m/a': 4 * WINDOW}
+    # the check before reading, the first window, then MemAvailable collapses
+    p, cache, dummy = prefetcher(sizes, available_mib=(60000, 60000, 1000))
+    with pytest.raises(PrefetchError) as e:
+        p.run(p.plan(list(sizes.items())), bandwidth=0, min_available=4096 * MIB)
+    assert str(e.value) == ('Stopped prefetching at /m/a after 128.0 MiB of 256.0 MiB: MemAvailable fell to '
+                            '1000.0 MiB, under min_available_mib (4096.0 MiB)')
+    assert e.value.result['bytes_read'] == 2 * WINDOW
+    assert len(cache.pages['/m/a']) == 2 * WINDOW // PAGE
+
+
+def test_prefetch_check_mode_predicts_and_reads_nothing(tmp_path, monkeypatch):
+    (tmp_path / 'model.safetensors').write_bytes(b'w' * (3 * MIB))
+    (tmp_path / 'config.json').write_text('{}')
+    sizes = {str(tmp_path / 'model.safetensors'): 3 * MIB}
+    p, cache, dummy = prefetcher(sizes)
+    check = prefetch(str(tmp_path), ['*.safetensors'], True, 0, 1024, True, prefetcher=p)
+    assert check['changed'] is True and check['bytes_to_read'] == 3 * MIB and check['bytes_read'] == 0
+    assert not cache.pages
+    real = prefetch(str(tmp_path), ['*.safetensors'], True, 0, 1024, False, prefetcher=p)
+    assert real['changed'] is True and real['bytes_read'] == 3 * MIB
+    again = prefetch(str(tmp_path), ['*.safetensors'], True, 0, 1024, True, prefetcher=p)
+    assert again['changed'] is False and again['bytes_to_read'] == 0
+    with pytest.raises(PrefetchError, match=r'^no file under .* matches \*\.bin$'):
+        prefetch(str(tmp_path), ['*.bin'], True, 0, 1024, False, prefetcher=p)
+    with pytest.raises(PrefetchError, match='must not be negative'):
+        prefetch(str(tmp_path), ['*.bin'], True, -1, 1024, False, prefetcher=p)
+
+
+def test_page_cache_sees_eviction_and_reads(tmp_path):
+    """The real mincore() reader on a real file: evicted pages show missing, read pages resident."""
+    path = tmp_path / 'shard.safetensors'
+    path.write_bytes(os.urandom(64 * 1024) * 64)        # 4 MiB
+    fd = os.open(str(path), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        cache = PageCache()
+        evicted = sum(n for dummy, n in cache.missing(fd, 0, 4 * MIB))
+        os.pread(fd, MIB, 0)
+        after = sum(n for dummy, n in cache.missing(fd, 0, 4 * MIB))
+    finally:
+        os.close(fd)
+    if evicted == 0:
+        pytest.skip('%s keeps file pages in memory (tmpfs): eviction cannot be observed' % tmp_path)
+    assert after < evicted and evicted - after >= MIB
