@@ -39,11 +39,16 @@ options:
     description:
       - Used only where the driver lacks the v2 memory call and the v1 call is read instead.
       - The v1 call counts the memory that the driver and firmware reserve as used (about 330 to 550 MiB on an
-        idle H100, about 700 MiB on an idle H200), so a GPU is clean when no process is listed and v1 used
-        minus this value is at most O(max_used_mib).
+        idle H100, about 700 MiB on an idle H200), so zero cannot be read from it. Set this to the v1 used memory
+        of the host's GPUs when idle (RV(gpuops.host.gpu_info#module:gpus.v1_used_mib) of a GPU with no process,
+        recorded on that host); a GPU is then clean when no process is listed and v1 used minus this value is at
+        most O(max_used_mib).
+      - Without it, a v1 reading never counts as clean, and the problem says that zero cannot be proven.
     type: int
-    default: 1024
 notes:
-  - NVML reports host PIDs. Run the module in the host PID namespace, or every listed process looks as if it
-    no longer exists.
+  - NVML lists the PIDs of the host's PID namespace. In another PID namespace (a container without the host's PID
+    namespace) they do not name this namespace's processes; a listed PID that is not visible here is reported as
+    outside this PID namespace, never as gone.
+  - The host's PID namespace is the kernel's initial one, or the one the environment variable C(GPUOPS_HOST_PIDNS)
+    names (C(pid:[INODE]), as a simulated GPU node sets it).
 """

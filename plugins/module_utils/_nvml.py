@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import traceback
 
+from ansible_collections.gpuops.host.plugins.module_utils._namespaces import Place
 from ansible_collections.gpuops.host.plugins.module_utils._procs import ProcFS
 
 try:
@@ -68,16 +69,21 @@ def _mib(value):
     return None if value is None else int(value // MIB)
 
 
-def local_process(pid, proc_root='/proc'):
-    """Name and command line of a PID as this host's /proc shows it, or None when it does not exist.
+def local_process(pid, procs, place):
+    """What this host's /proc says about a PID that NVML lists: ``{exists, name, cmdline, user, where}``.
 
-    The name is the untruncated title where /proc/PID/comm is cut to 15 bytes
-    (a process titled ``sglang::scheduler_TP3`` has comm ``sglang::schedul``).
+    ``exists`` is False when no such process is visible here; ``where`` then says whether
+    that proves it gone (this is the PID namespace NVML's PIDs belong to) or not. For a
+    visible process, ``where`` names another PID namespace or container it runs in. The name
+    is the untruncated title where /proc/PID/comm is cut to 15 bytes (a process titled
+    ``sglang::scheduler_TP3`` has comm ``sglang::schedul``).
     """
-    proc = ProcFS(proc_root).read(pid)
-    if proc is None:
-        return None
-    return {'name': proc.name, 'cmdline': ' '.join(proc.cmdline)}
+    proc = procs.read(pid)
+    if proc is None or proc.zombie:
+        where = None if place.nvml_pids_are_local else 'outside this PID namespace'
+        return {'exists': False, 'name': None, 'cmdline': None, 'user': None, 'where': where}
+    return {'exists': True, 'name': proc.name, 'cmdline': ' '.join(proc.cmdline), 'user': procs.owner(pid),
+            'where': place.elsewhere(pid)}
 
 
 class Nvml:
@@ -89,9 +95,10 @@ class Nvml:
     ``nvml`` is the pynvml module to use, the one imported here by default.
     """
 
-    def __init__(self, nvml=None, proc_root='/proc'):
+    def __init__(self, nvml=None, proc_root='/proc', environ=None):
         self.nvml = nvml if nvml is not None else pynvml
-        self.proc_root = proc_root
+        self.procs = ProcFS(proc_root)
+        self.place = Place(self.procs, 'self', environ)
         self.memory_api = None          # 'v2' or 'v1', decided on the first memory reading
         self._uuids = {}                # index -> UUID, kept so a GPU lost later keeps its key
 
@@ -156,17 +163,8 @@ class Nvml:
                 known = by_pid.get(p.pid)
                 if known is None or (used or 0) > (known or 0):
                     by_pid[p.pid] = used
-        processes = []
-        for pid in sorted(by_pid):
-            local = local_process(pid, self.proc_root)
-            processes.append({
-                'pid': pid,
-                'used_mib': by_pid[pid],
-                'exists': local is not None,
-                'name': local['name'] if local else None,
-                'cmdline': local['cmdline'] if local else None,
-            })
-        return processes
+        return [dict(pid=pid, used_mib=by_pid[pid], **local_process(pid, self.procs, self.place))
+                for pid in sorted(by_pid)]
 
     def read_gpu(self, index):
         """Facts of one GPU. An NVML error on it is recorded in ``error``, never raised."""

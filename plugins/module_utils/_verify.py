@@ -10,12 +10,13 @@ are injected, so everything here runs without NVML.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import namedtuple
 
-# max_used_mib: most memory a clean GPU may show (v2 used, or v1 used minus v1_reserved_mib)
-# allow_processes: processes listed by NVML do not by themselves make a GPU dirty
-# v1_reserved_mib: what the v1 call counts as used on an idle GPU (driver-reserved memory)
+# max_used_mib: most memory a clean GPU may show (v2 used, or v1 used above v1_reserved_mib)
+# allow_processes: processes listed by NVML do not by themselves make a GPU dirty (v2 only)
+# v1_reserved_mib: what the v1 call reads as used on this host's GPUs when idle; None when not known
 Limits = namedtuple('Limits', ['max_used_mib', 'allow_processes', 'v1_reserved_mib'])
 
 
@@ -25,23 +26,42 @@ def argument_spec():
         gpus=dict(type='list', elements='str', default=[]),
         max_used_mib=dict(type='int', default=32),
         allow_processes=dict(type='bool', default=False),
-        v1_reserved_mib=dict(type='int', default=1024),
+        v1_reserved_mib=dict(type='int'),
     )
 
 
 def v1_warning(limits):
-    processes = '' if limits.allow_processes else ' and no process listed'
+    if limits.v1_reserved_mib is None:
+        return ('The NVIDIA driver has no v2 memory call (nvmlDeviceGetMemoryInfo_v2); the v1 call was read '
+                'instead, whose used memory includes driver-reserved memory, so zero memory cannot be proven: a GPU '
+                'counts as clean only with no process listed and v1_reserved_mib set to its v1 used memory when idle')
     return ('The NVIDIA driver has no v2 memory call (nvmlDeviceGetMemoryInfo_v2); the v1 call was read '
-            'instead, whose used memory includes driver-reserved memory: a GPU is clean with used at most '
-            'v1_reserved_mib + max_used_mib (%d MiB)%s' % (limits.v1_reserved_mib + limits.max_used_mib, processes))
+            'instead, whose used memory includes driver-reserved memory: a GPU is clean with no process listed and '
+            'used at most v1_reserved_mib + max_used_mib (%d MiB)' % (limits.v1_reserved_mib + limits.max_used_mib))
+
+
+def check_seconds(name, value, positive=False):
+    """ValueError unless ``value`` is a finite number of seconds (more than 0 with ``positive``)."""
+    if value is None or not math.isfinite(value) or value < 0 or (positive and value == 0):
+        raise ValueError('%s must be a finite number of seconds, %s; got %r' % (
+            name, 'more than 0' if positive else '0 or more', value))
+    return value
 
 
 class SelectionError(Exception):
     """The requested GPUs do not exist on the host."""
 
 
+def _holder(p):
+    """``pid 4242 (user alice: python3 train.py)``, or where it runs when that is elsewhere."""
+    what = p.get('cmdline') or p.get('name') or '?'
+    who = 'user %s: %s' % (p['user'], what) if p.get('user') else what
+    where = ' %s' % p['where'] if p.get('where') else ''
+    return 'pid %d%s (%s)' % (p['pid'], where, who)
+
+
 def _holders(processes):
-    return ', '.join('pid %d (%s)' % (p['pid'], p['name']) for p in processes)
+    return ', '.join(_holder(p) for p in processes)
 
 
 def gpu_problem(gpu, limits):
@@ -51,23 +71,35 @@ def gpu_problem(gpu, limits):
     if gpu.get('error'):
         return 'NVML cannot read the GPU: %s (%s)' % (gpu['error'], gpu.get('error_text'))
     used = gpu['used_mib']
-    if gpu['reserved_mib'] is None:         # v1 reading: used includes the driver's reservation
+    v1 = gpu['reserved_mib'] is None        # v1 reading: used includes the driver's reservation
+    if not v1:
+        over = used > limits.max_used_mib
+    elif limits.v1_reserved_mib is not None:
         over = used - limits.v1_reserved_mib > limits.max_used_mib
     else:
-        over = used > limits.max_used_mib
+        over = None                         # cannot be told
     live = [p for p in gpu['processes'] if p['exists']]
-    gone = [p for p in gpu['processes'] if not p['exists']]
+    hidden = [p for p in gpu['processes'] if not p['exists'] and p.get('where')]
+    gone = [p for p in gpu['processes'] if not p['exists'] and not p.get('where')]
     parts = []
-    if live and (over or not limits.allow_processes):
+    if live and (over or v1 or not limits.allow_processes):
         parts.append('%d MiB used by %s' % (used, _holders(live)))
+    for p in hidden:
+        held = '%d MiB' % p['used_mib'] if p['used_mib'] is not None else 'memory'
+        parts.append('%s held by pid %d, which is not a process of this PID namespace: NVML lists the host\'s '
+                     'PIDs, so run the check in the host PID namespace to name it' % (held, p['pid']))
     for p in gone:
         held = '%d MiB' % p['used_mib'] if p['used_mib'] is not None else 'memory'
         parts.append('%s held by pid %d which no longer exists' % (held, p['pid']))
     if gone:
         parts[-1] += ': GPU needs a reset'
-    if over and not gpu['processes']:
-        limit = limits.max_used_mib if gpu['reserved_mib'] is not None else limits.max_used_mib + limits.v1_reserved_mib
-        parts.append('%d MiB used with no process listed (limit %d MiB)' % (used, limit))
+    if not gpu['processes']:
+        if over is None:
+            parts.append('%d MiB used as the v1 memory call reads it, driver-reserved memory included: zero cannot '
+                         'be proven without v1_reserved_mib (this GPU\'s v1 used memory when idle)' % used)
+        elif over:
+            limit = limits.max_used_mib + (limits.v1_reserved_mib if v1 else 0)
+            parts.append('%d MiB used with no process listed (limit %d MiB)' % (used, limit))
     return '; '.join(parts) or None
 
 
@@ -96,7 +128,23 @@ def gpu_key(gpu):
     return gpu['uuid'] or 'index-%d' % gpu['index']
 
 
-def assess(snapshot, limits, wanted=None, expected_count=None):
+def count_problem(count, expected_count, pci_gpus):
+    """Why the number of GPUs NVML shows is wrong, or None.
+
+    ``expected_count`` is the caller's number; without one, the NVIDIA GPUs on the PCI bus
+    (``pci_gpus``, their addresses) are the reference, where sysfs shows any.
+    """
+    if expected_count is not None:
+        if count != expected_count:
+            return 'the host shows %d GPUs, expected %d' % (count, expected_count)
+        return None
+    if pci_gpus and count != len(pci_gpus):
+        return ('NVML shows %d GPUs, the PCI bus %d NVIDIA GPUs (%s): a GPU has fallen off the bus or its driver did '
+                'not bind' % (count, len(pci_gpus), ', '.join(pci_gpus)))
+    return None
+
+
+def assess(snapshot, limits, wanted=None, expected_count=None, pci_gpus=None):
     """Report on one snapshot: per-GPU facts with ``clean``/``problem``, and the verdict."""
     gpus = {}
     dirty = []
@@ -109,8 +157,9 @@ def assess(snapshot, limits, wanted=None, expected_count=None):
         if not facts['clean']:
             dirty.append(key)
     problems = []
-    if expected_count is not None and snapshot['count'] != expected_count:
-        problems.append('the host shows %d GPUs, expected %d' % (snapshot['count'], expected_count))
+    problem = count_problem(snapshot['count'], expected_count, pci_gpus)
+    if problem:
+        problems.append(problem)
     lost = [key for key in dirty if gpus[key]['problem'].startswith('GPU lost')]
     return {
         'clean': not dirty and not problems,
@@ -118,6 +167,7 @@ def assess(snapshot, limits, wanted=None, expected_count=None):
         'dirty': dirty,
         'problems': problems,
         'count': snapshot['count'],
+        'expected_count': expected_count if expected_count is not None else len(pci_gpus or []) or None,
         'driver_version': snapshot['driver_version'],
         'memory_api': snapshot['memory_api'],
         # waiting does not bring back a GPU that fell off the bus
@@ -126,7 +176,7 @@ def assess(snapshot, limits, wanted=None, expected_count=None):
 
 
 def wait_until_clean(read, limits, wanted=None, expected_count=None, timeout=60.0, poll_interval=1.0,
-                     clock=time.monotonic, sleep=time.sleep):
+                     pci_gpus=None, clock=time.monotonic, sleep=time.sleep):
     """Read and assess until every selected GPU is clean, ``timeout`` passes, or waiting cannot help.
 
     ``read`` returns a snapshot; ``timeout`` 0 reads once. Returns the last report with
@@ -135,7 +185,7 @@ def wait_until_clean(read, limits, wanted=None, expected_count=None, timeout=60.
     start = clock()
     polls = 0
     while True:
-        report = assess(read(), limits, wanted, expected_count)
+        report = assess(read(), limits, wanted, expected_count, pci_gpus)
         polls += 1
         elapsed = clock() - start
         if report['clean'] or report['final'] or elapsed >= timeout:

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 DOCUMENTATION = r"""
+---
 module: gpu_info
 short_description: Report the memory and processes of a host's GPUs through NVML
 version_added: 0.1.0

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 DOCUMENTATION = r"""
+---
 module: gpu_verify
 short_description: Assert through NVML that the GPUs of a host are clean, waiting until they are
 version_added: 0.1.0
@@ -15,12 +16,17 @@ description:
   - A GPU is clean when NVML lists no process on it (unless O(allow_processes)) and its memory in use,
     read with the v2 memory call, is at most O(max_used_mib). The v1 call is not used for this where v2
     exists because it counts driver-reserved memory as used, so an idle H200 never reads zero there.
-  - Where the driver lacks the v2 call, the module falls back to the v1 call with a warning, reports
-    RV(memory_api=v1), and applies O(v1_reserved_mib).
+  - Where the driver lacks the v2 call, the module falls back to the v1 call with a warning and reports
+    RV(memory_api=v1). A GPU is then clean only with no process listed and its used memory at most
+    O(v1_reserved_mib) (its idle value, measured on this host) plus O(max_used_mib); without O(v1_reserved_mib)
+    zero cannot be proven and the GPU is not clean.
+  - Every process NVML lists is named with its PID, user and command line. One that runs in another PID namespace
+    or container is named as such; a PID that this PID namespace cannot see is reported as not visible from here
+    (NVML lists the host's PIDs), not as gone.
   - Memory is freed some time after the process that held it has exited, sometimes seconds later, which is
     why the module polls; run it right after M(gpuops.host.gpu_reap).
-  - A GPU lost to NVML (C(NVML_ERROR_GPU_IS_LOST)) or a GPU count other than O(expected_count) ends the
-    wait at once, since waiting cannot fix either.
+  - A GPU lost to NVML (C(NVML_ERROR_GPU_IS_LOST)) or a GPU count other than expected (O(expected_count), or the
+    NVIDIA GPUs on the PCI bus) ends the wait at once, since waiting cannot fix either.
   - Use M(gpuops.host.gpu_info) to read the same facts without asserting.
 author:
   - gpuops maintainers (@gpuops)
@@ -36,16 +42,19 @@ options:
     description:
       - Number of GPUs the host must show. Any other number fails, since a GPU fallen off the bus is a
         fault, not a smaller fleet.
-      - Not checked when omitted.
+      - When omitted, NVML's count is checked against the NVIDIA display controllers on the PCI bus (vendor
+        C(0x10de), class C(0x03xxxx) in C(/sys/bus/pci/devices); NVSwitches are bridges and do not count). Where
+        sysfs shows no NVIDIA GPU at all (some containers), the count is not checked and a warning says so.
     type: int
   timeout:
     description:
-      - Seconds to wait for every GPU to be clean. V(0) checks once.
+      - Seconds to wait for every GPU to be clean. V(0) checks once. Must be finite.
     type: float
     default: 60
   poll_interval:
     description:
       - Seconds between two readings while waiting; the delay with which a release is noticed is at most this.
+        More than 0, and finite.
     type: float
     default: 1
 """
@@ -107,8 +116,13 @@ count:
   returned: when NVML could be read
   type: int
   sample: 8
+expected_count:
+  description: The GPU count checked against, O(expected_count) or the NVIDIA GPUs on the PCI bus; V(null) when none.
+  returned: when NVML could be read
+  type: int
+  sample: 8
 problems:
-  description: Host-wide problems, such as a GPU count other than O(expected_count).
+  description: Host-wide problems, such as a GPU count other than expected.
   returned: when NVML could be read
   type: list
   elements: str
@@ -151,8 +165,10 @@ gpus:
           exists: true
           name: "sglang::scheduler_TP3"
           cmdline: "sglang::scheduler_TP3"
+          user: sglang
+          where: null
       clean: false
-      problem: "8123 MiB used by pid 4242 (sglang::scheduler_TP3)"
+      problem: "8123 MiB used by pid 4242 (user sglang: sglang::scheduler_TP3)"
   contains:
     index:
       description: NVML index.
@@ -183,8 +199,10 @@ gpus:
       type: int
     processes:
       description:
-        - Processes NVML lists on the GPU, with C(pid), C(used_mib), C(exists) (whether the PID exists on
-          this host), and where it exists its C(name) (untruncated title) and C(cmdline).
+        - Processes NVML lists on the GPU, with C(pid), C(used_mib), C(exists) (whether this PID namespace shows
+          the PID), where it exists its C(name) (untruncated title), C(cmdline) and C(user), and C(where) -
+          another PID namespace or container the process runs in, or, for a PID not shown here while NVML's PIDs
+          are another namespace's, V(outside this PID namespace).
       type: list
       elements: dict
     clean:
@@ -198,8 +216,12 @@ gpus:
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpuops.host.plugins.module_utils._nvml import HAS_PYNVML, PYNVML_IMPORT_ERROR, Nvml, NvmlError
+from ansible_collections.gpuops.host.plugins.module_utils._pci import nvidia_gpus
 from ansible_collections.gpuops.host.plugins.module_utils._verify import (
-    Limits, SelectionError, argument_spec as verify_argument_spec, failure_message, v1_warning, wait_until_clean)
+    Limits, SelectionError, argument_spec as verify_argument_spec, check_seconds, failure_message, v1_warning,
+    wait_until_clean)
+
+SYSFS_ROOT = '/sys'
 
 
 def main():
@@ -210,15 +232,23 @@ def main():
         poll_interval=dict(type='float', default=1),
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    p = module.params
+    try:
+        check_seconds('timeout', p['timeout'])
+        check_seconds('poll_interval', p['poll_interval'], positive=True)
+    except ValueError as e:
+        module.fail_json(msg=str(e))
     if not HAS_PYNVML:
         module.fail_json(msg=missing_required_lib('nvidia-ml-py'), exception=PYNVML_IMPORT_ERROR)
-    p = module.params
-    if p['timeout'] < 0 or p['poll_interval'] <= 0:
-        module.fail_json(msg='timeout must be 0 or more and poll_interval more than 0, got %g and %g' % (p['timeout'], p['poll_interval']))
     limits = Limits(p['max_used_mib'], p['allow_processes'], p['v1_reserved_mib'])
+    pci = nvidia_gpus(SYSFS_ROOT) if p['expected_count'] is None else None
+    if pci == []:
+        module.warn('sysfs shows no NVIDIA GPU on the PCI bus (/sys/bus/pci/devices), so the GPU count NVML reports '
+                    'was not checked; set expected_count')
     try:
         with Nvml() as nvml:
-            report = wait_until_clean(nvml.snapshot, limits, p['gpus'], p['expected_count'], p['timeout'], p['poll_interval'])
+            report = wait_until_clean(nvml.snapshot, limits, p['gpus'], p['expected_count'], p['timeout'],
+                                      p['poll_interval'], pci_gpus=pci)
     except NvmlError as e:
         module.fail_json(msg=str(e), nvml_error=e.code)
     except SelectionError as e:

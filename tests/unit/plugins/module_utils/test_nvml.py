@@ -9,6 +9,8 @@ import pytest
 import pynvml
 
 from ansible_collections.gpuops.host.plugins.module_utils import _nvml
+from ansible_collections.gpuops.host.plugins.module_utils._namespaces import Place
+from ansible_collections.gpuops.host.plugins.module_utils._procs import ProcFS
 
 from gpusim.nvml import GHOST_PID
 
@@ -46,11 +48,15 @@ def write_proc(root, pid, comm, cmdline):
 ])
 def test_local_process(tmp_path, comm, cmdline, name, line):
     write_proc(tmp_path, 4242, comm, cmdline)
-    assert _nvml.local_process(4242, str(tmp_path)) == {'name': name, 'cmdline': line}
+    procs = ProcFS(str(tmp_path))
+    found = _nvml.local_process(4242, procs, Place(procs, 'self', {'GPUOPS_HOST_PIDNS': 'pid:[1]'}))
+    assert found == {'exists': True, 'name': name, 'cmdline': line, 'user': 'root', 'where': None}
 
 
 def test_local_process_gone(tmp_path):
-    assert _nvml.local_process(4242, str(tmp_path)) is None
+    procs = ProcFS(str(tmp_path))
+    assert _nvml.local_process(4242, procs, Place(procs, 'self', {})) == {
+        'exists': False, 'name': None, 'cmdline': None, 'user': None, 'where': 'outside this PID namespace'}
 
 
 def test_idle_node(node):
@@ -70,8 +76,9 @@ def test_processes_and_ghosts(node, holder):
         gpus = nvml.snapshot()['gpus']
     assert gpus[2]['used_mib'] == 8123 and gpus[2]['v1_used_mib'] == 8823
     assert gpus[2]['processes'] == [{'pid': holder.pid, 'used_mib': 8123, 'exists': True, 'name': 'sleep',
-                                     'cmdline': 'sleep 600'}]
-    assert gpus[3]['processes'] == [{'pid': GHOST_PID, 'used_mib': 512, 'exists': False, 'name': None, 'cmdline': None}]
+                                     'cmdline': 'sleep 600', 'user': 'root', 'where': None}]
+    assert gpus[3]['processes'] == [{'pid': GHOST_PID, 'used_mib': 512, 'exists': False, 'name': None, 'cmdline': None,
+                                     'user': None, 'where': None}]
     assert _nvml.gpu_process_pids(pynvml) == [
         {'gpu_uuid': node.gpu_uuids[2], 'gpu_index': 2, 'pid': holder.pid, 'used_mib': 8123},
         {'gpu_uuid': node.gpu_uuids[3], 'gpu_index': 3, 'pid': GHOST_PID, 'used_mib': 512},

@@ -128,3 +128,47 @@ def test_a_zombie_is_not_alive(child):
     assert fs.stat(child.pid).zombie
     assert not fs.alive(proc)
     assert fs.send_signal(proc, signal.SIGKILL) is False
+
+
+def test_session_and_group_leaders(tmp_path):
+    fake_proc(tmp_path, 40, 'python3', pgid=40, sid=40)
+    fake_proc(tmp_path, 41, 'sglang::schedul', ppid=40, pgid=40, sid=40)
+    procs = ProcFS(str(tmp_path))
+    leader, child = procs.stat(40), procs.stat(41)
+    assert leader.session_leader and leader.group_leader
+    assert not child.session_leader and not child.group_leader and child.sid == 40 and child.pgid == 40
+
+
+@pytest.mark.parametrize('options, hidden', [
+    ('rw,hidepid=2', 'hidepid=2'),
+    ('rw,hidepid=invisible,gid=50', 'hidepid=invisible'),
+    ('rw,subset=pid', 'subset=pid'),
+    ('rw,hidepid=0', None),
+    ('rw', None),
+])
+def test_hidden_reads_the_proc_mount_options(tmp_path, options, hidden):
+    (tmp_path / 'self').mkdir()
+    (tmp_path / 'self' / 'mountinfo').write_text(
+        '22 27 0:21 / /sys rw,relatime - sysfs sysfs rw\n'
+        '23 27 0:22 / %s rw,nosuid - proc proc %s\n' % (tmp_path, options))
+    assert ProcFS(str(tmp_path)).hidden() == hidden
+
+
+def test_unreadable_environ_and_fds_are_collected(tmp_path):
+    fake_proc(tmp_path, 42, 'python3', environ=b'A=1\0')
+    procs = ProcFS(str(tmp_path))
+    denied = set()
+    assert procs.environ(42, denied) == {'A': '1'} and denied == set()
+    os.chmod(str(tmp_path / '42' / 'environ'), 0)
+    if os.geteuid() == 0:
+        pytest.skip('root reads files whatever their mode')
+    assert procs.environ(42, denied) is None and denied == {42}
+
+
+def test_real_namespace_cgroup_and_owner_of_this_process():
+    procs = ProcFS()
+    assert procs.pid_namespace(os.getpid()).startswith('pid:[')
+    assert procs.pid_namespace(os.getpid()) == os.readlink('/proc/self/ns/pid')
+    assert procs.cgroup(os.getpid()) != ''
+    assert procs.owner(os.getpid()) == __import__('pwd').getpwuid(os.geteuid()).pw_name
+    assert procs.owner(2 ** 22 + 1) is None and procs.pid_namespace(2 ** 22 + 1) is None
