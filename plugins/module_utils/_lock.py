@@ -123,8 +123,18 @@ class HostLock:
     def acquire(self, owner: dict, max_age: float, check_mode: bool = False) -> dict:
         """Take the lock for OWNER (a dict with at least "run"); raise LockHeld when a live run holds it.
 
-        Returns changed, owner (the record now in force), taken_over (the stale record replaced, or None)."""
-        exists = check_directory(self.directory, self.uid)
+        Returns changed, owner (the record now in force), taken_over (the stale record replaced, or None), and
+        moved_aside (where a directory that another user owns or can enter was moved, so it blocks nothing)."""
+        try:
+            exists = check_directory(self.directory, self.uid)
+        except LockError:
+            # Planted by another user (in a directory anyone can write, such as /run/lock): no run of ours holds it.
+            if check_mode:
+                return {"changed": True, "owner": self.record(owner), "taken_over": None, "moved_aside": self.directory}
+            moved = self._move_aside()
+            result = self.acquire(owner, max_age)
+            result["moved_aside"] = moved
+            return result
         if not exists:
             if check_mode:
                 return {"changed": True, "owner": self.record(owner), "taken_over": None}
@@ -175,6 +185,12 @@ class HostLock:
                     taken_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)))
 
     # -- internals --
+
+    def _move_aside(self) -> str:
+        """Rename what another user put at the directory's path (rename(2) moves a link, never its target)."""
+        aside = "%s.untrusted-%d-%d" % (self.directory, int(self.clock()), self.pid)
+        os.rename(self.directory, aside)
+        return aside
 
     def _make_directory(self) -> None:
         try:

@@ -13,8 +13,9 @@ version_added: 0.2.0
 description:
   - Keeps two runs from acting on one host at once. The lock is the file C(lock.json) in O(path), a directory
     that belongs to the user the module runs as (root) with mode 0700, so no other user can create, hold or
-    remove the lock. The module creates the directory when it is missing and refuses one that another user owns
-    or can enter.
+    remove the lock. The module creates the directory when it is missing. Something else at O(path) - a directory
+    that another user owns or can enter, a link, a file - cannot hold a lock of a gpuops run, so an unprivileged
+    user cannot block runs with it - it is renamed to C(<path>.untrusted-<time>-<pid>) and a new directory made.
   - The lock file is created with its owner's record already in it (O(run), O(owner), and the host's own PID and
     time). A run finds the lock held when another run's record is younger than O(max_age) by the host's own
     clock, and fails naming that run.
@@ -98,6 +99,11 @@ taken_over:
   returned: O(state=present)
   type: dict
   sample: null
+moved_aside:
+  description: Where what another user had put at O(path) was moved; absent when nothing was.
+  returned: when something other than a root-only directory was at O(path)
+  type: str
+  sample: /run/gpuops.untrusted-1767225600-4242
 released:
   description: Whether O(run) held the lock that was removed.
   returned: O(state=absent)

@@ -107,6 +107,11 @@ def test_an_unreadable_record_is_aged_by_its_mtime(directory):
 def test_check_mode_neither_takes_nor_removes(directory):
     result = lock_at(directory).acquire(OWNER, max_age=60, check_mode=True)
     assert result['changed'] is True and not os.path.exists(directory)
+    os.makedirs(directory)
+    os.chmod(directory, 0o777)
+    assert lock_at(directory).acquire(OWNER, max_age=60, check_mode=True)['moved_aside'] == directory
+    assert os.path.isdir(directory) and os.stat(directory).st_mode & 0o777 == 0o777
+    os.rmdir(directory)
 
     write_record(directory, dict(OWNER, taken=NOW - 7200))
     result = lock_at(directory).acquire({'run': 'run-b'}, max_age=60, check_mode=True)
@@ -129,24 +134,37 @@ def test_release_removes_only_the_lock_of_its_own_run(directory):
 
 
 @pytest.mark.parametrize('mode', [0o755, 0o1777, 0o770])
-def test_a_directory_that_others_can_enter_is_refused(directory, mode):
+def test_a_directory_that_others_can_enter_is_moved_aside_not_obeyed(directory, mode):
     os.makedirs(directory)
     os.chmod(directory, mode)
+    with open(os.path.join(directory, LOCK_FILE), 'w') as f:
+        json.dump({'run': 'planted', 'taken': NOW + 10 ** 6}, f)
     with pytest.raises(LockError, match='must belong to UID %d with mode 0700' % os.geteuid()):
-        lock_at(directory).acquire(OWNER, max_age=60)
+        lock_at(directory).release('planted')
+
+    result = lock_at(directory).acquire(OWNER, max_age=60)
+
+    assert result['owner']['run'] == 'run-a' and result['moved_aside'] == directory + '.untrusted-%d-100' % NOW
+    assert os.stat(directory).st_mode & 0o777 == 0o700
+    assert os.path.exists(os.path.join(result['moved_aside'], LOCK_FILE))
 
 
-def test_a_directory_of_another_user_is_refused(directory):
+def test_a_directory_of_another_user_is_moved_aside(directory):
     os.makedirs(directory, mode=0o700)
+    lock = HostLock(directory, uid=os.geteuid() + 1)
     with pytest.raises(LockError, match='belongs to UID %d' % os.geteuid()):
-        HostLock(directory, uid=os.geteuid() + 1).acquire(OWNER, max_age=60)
+        lock.acquire(OWNER, max_age=60)  # the new one belongs to this process's UID, not the injected one
 
 
-def test_a_link_in_place_of_the_directory_is_refused(directory, tmp_path):
-    os.makedirs(str(tmp_path / 'elsewhere'), mode=0o700)
-    os.symlink(str(tmp_path / 'elsewhere'), directory)
-    with pytest.raises(LockError, match='is not a directory'):
-        lock_at(directory).acquire(OWNER, max_age=60)
+def test_a_link_in_place_of_the_directory_is_moved_not_followed(directory, tmp_path):
+    target = tmp_path / 'elsewhere'
+    target.mkdir(mode=0o700)
+    os.symlink(str(target), directory)
+
+    result = lock_at(directory).acquire(OWNER, max_age=60)
+
+    assert os.path.islink(result['moved_aside']) and os.listdir(str(target)) == []
+    assert os.path.isdir(directory) and not os.path.islink(directory)
 
 
 def test_describe_a_holder():

@@ -37,11 +37,13 @@ def test_check_mode_takes_nothing(tmp_path, run_module):
     assert outcome == 'exit' and result['changed'] is True and not os.path.exists(path)
 
 
-def test_a_directory_others_can_write_is_refused(tmp_path, run_module):
+def test_a_directory_others_can_write_is_moved_aside(tmp_path, run_module):
     path = tmp_path / 'lock'
     path.mkdir()
     os.chmod(str(path), 0o1777)
     outcome, result, dummy = run_module(host_lock, {'path': str(path), 'run': 'run-a'})
+    assert outcome == 'exit' and result['moved_aside'].startswith(str(path) + '.untrusted-')
+    outcome, result, dummy = run_module(host_lock, {'path': result['moved_aside'], 'run': 'run-a', 'state': 'absent'})
     assert outcome == 'fail' and 'with mode 1777; it must belong to UID' in result['msg']
 
 
