@@ -1,5 +1,7 @@
 # gpuops.host: build, test and demo entry points.
-# `make test` bootstraps everything it needs on a bare Debian 12 machine.
+# `make test` bootstraps everything it needs on a bare Debian 12 machine. Every stage keeps
+# its output in build/logs/<stage>.log (printed in part when the stage fails), and the run
+# ends with the time each stage took.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -17,9 +19,11 @@ GET_PIP := $(HOME)/.ansible/test/cache/get_pip_24_2.py
 ANSIBLE_TEST := $(BIN)/ansible-test
 TEST_PYTHON := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 APT_PACKAGES := gcc make rsync psmisc procps util-linux iproute2 shellcheck
+LOGS := $(abspath $(BUILD))/logs
+STAGE := mk/stage.sh $(LOGS)
 
 export PATH := $(BIN):$(PATH)
-# build/collections/ansible_collections/gpuops/host links to this working tree (mk/molecule.mk).
+# gpuops.host resolves to this working tree through COLLECTION_LINK (the one rule below).
 export ANSIBLE_COLLECTIONS_PATH := $(ANSIBLE_ROOT)/collections
 export ANSIBLE_NOCOLOR := 1
 
@@ -27,30 +31,27 @@ export ANSIBLE_NOCOLOR := 1
 
 .PHONY: help
 help:  ## List the targets
-	@grep -hE '^[a-z][a-z.-]*:.*## ' $(MAKEFILE_LIST) | sort | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z][a-z.-]*:.*## ' $(MAKEFILE_LIST) | sort | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 
 # --- bootstrap -------------------------------------------------------------
 
 .PHONY: deps venv
+# dpkg -s first: apt-get runs only when a package is missing.
 deps:  ## Install the Debian packages the tests need (idempotent)
-	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-	  echo "apt-get install$$missing"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
-	fi
+	@mk/apt-deps.sh $(APT_PACKAGES)
 
 venv: $(VENV)/.installed  ## Create .venv with the pinned toolchain
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+	@$(STAGE) venv bash -c 'test -x $(PY) || $(PYTHON) -m venv $(VENV); \
+	  $(PY) -m pip install -q --disable-pip-version-check -r requirements-dev.txt'
 	touch $@
 
 $(GET_PIP): tests/utils/offline_get_pip.py
 	mkdir -p $(dir $@)
 	cp $< $@
 
-# ansible-test wants the collection at ansible_collections/<namespace>/<name>.
+# ansible-test wants a copy of the collection at ansible_collections/<namespace>/<name>.
 .PHONY: collection
 collection: deps venv $(GET_PIP)
 	mkdir -p $(COLL)
@@ -58,58 +59,94 @@ collection: deps venv $(GET_PIP)
 	  --filter=':- .gitignore' ./ $(COLL)/
 	test -d $(COLL)/.git || git -C $(COLL) init -q
 
-# ansible-playbook and ansible-lint resolve gpuops.host through a link to this working tree,
-# so they always run the current code.
-GPUOPS_LINK := $(ANSIBLE_ROOT)/collections/ansible_collections/gpuops/host
-$(GPUOPS_LINK):
+# Everything else (ansible-playbook, ansible-lint, antsibull-docs, the simulated fleet in
+# tests/sim/gpusim/fleet.py, demo, bench, playground) finds gpuops.host through this link to
+# the working tree, so it always runs the current code.
+COLLECTION_LINK := $(ANSIBLE_ROOT)/collections/ansible_collections/gpuops/host
+$(COLLECTION_LINK):
 	mkdir -p $(@D)
 	ln -sfn $(CURDIR) $@
 
 # --- tests -----------------------------------------------------------------
 
-.PHONY: test sanity units lint yamllint ansible-lint simtest integration
-test: deps sanity units lint simtest integration gpucheck molecule  ## Run every test stage
+.PHONY: test test-begin sanity units lint yamllint ansible-lint changelog-lint simtest integration
+TEST_STAGES := sanity units lint docs-lint galaxy-import ee simtest integration gpucheck molecule
+test: test-begin deps $(TEST_STAGES)  ## Run every test stage (logs and times in build/logs)
+	@$(STAGE) --summary
 	@echo "make test: every stage passed"
 
+test-begin:
+	@rm -f $(LOGS)/times.tsv
+
 sanity: collection  ## ansible-test sanity, every test
-	cd $(COLL) && $(ANSIBLE_TEST) sanity --venv --python $(TEST_PYTHON) --color no
+	@$(STAGE) sanity env -C $(COLL) $(ANSIBLE_TEST) sanity --venv --python $(TEST_PYTHON) --color no
 
 units: collection sim  ## ansible-test units
-	cd $(COLL) && LD_LIBRARY_PATH=$(SIM_LIB) $(ANSIBLE_TEST) units --venv --python $(TEST_PYTHON) --color no
+	@$(STAGE) units env -C $(COLL) LD_LIBRARY_PATH=$(SIM_LIB) $(ANSIBLE_TEST) units --venv --python $(TEST_PYTHON) --color no
 
-lint: ansible-lint yamllint  ## ansible-lint (production profile) and yamllint
+lint: ansible-lint yamllint changelog-lint  ## ansible-lint (production profile), yamllint, changelog fragments
 
-ansible-lint: venv $(GPUOPS_LINK)
-	$(BIN)/ansible-lint --profile production --offline
+ansible-lint: venv $(COLLECTION_LINK)
+	@$(STAGE) ansible-lint $(BIN)/ansible-lint --profile production --offline
 
 yamllint: venv
-	$(BIN)/yamllint --strict .
+	@$(STAGE) yamllint $(BIN)/yamllint --strict .
+
+# Fragment names: lowercase words joined by hyphens (an issue number first where there is one).
+changelog-lint: venv $(COLLECTION_LINK)
+	@$(STAGE) changelog-lint bash -c '$(BIN)/antsibull-changelog lint; \
+	  bad=$$(find changelogs/fragments -type f ! -regex ".*/[a-z0-9][a-z0-9-]*\.yml" 2>/dev/null); \
+	  if [ -n "$$bad" ]; then echo "fragment names must be lowercase-hyphen .yml: $$bad"; exit 1; fi'
 
 simtest: venv sim  ## Tests of the simulated GPU node itself
-	$(BIN)/pytest tests/sim
+	@$(STAGE) simtest $(BIN)/pytest tests/sim
 
-integration: venv sim $(GPUOPS_LINK)  ## Modules, roles and playbooks against sandboxed simulated nodes
-	$(BIN)/pytest tests/integration
+integration: venv sim $(COLLECTION_LINK)  ## Modules, roles and playbooks against sandboxed simulated nodes
+	@$(STAGE) integration $(BIN)/pytest tests/integration
 
-# --- simulated node, demo --------------------------------------------------
+# --- the ecosystem's own checks --------------------------------------------
 
-.PHONY: sim demo bench
+.PHONY: docs-lint galaxy-import ee
+docs-lint: venv $(COLLECTION_LINK)  ## antsibull-docs lint (plugin docs included), ansible-doc of every role
+	@$(STAGE) docs-lint mk/docs-lint.sh $(COLLECTION_LINK)
+
+# What Galaxy and Automation Hub run on upload, without the parts that need a container
+# registry (ansible-test in a container): see mk/galaxy-importer.cfg.
+galaxy-import: build  ## galaxy-importer on the built artifact: no warning, no error
+	@$(STAGE) galaxy-import env GALAXY_IMPORTER_CONFIG=$(CURDIR)/mk/galaxy-importer.cfg \
+	  mk/galaxy-import.sh $(BUILD)/dist $(BUILD)/galaxy-import
+
+# Building the image needs a container registry for its base image: only the context is made.
+ee: venv  ## Render the execution environment's build context offline (ansible-builder create)
+	@$(STAGE) ee mk/ee.sh $(BUILD)/ee
+
+# --- simulated node, demo, playground ----------------------------------------
+
+.PHONY: sim demo bench playground playground-stop
 sim: deps  ## Build the NVML test double and the decoy daemons
-	$(MAKE) -C tests/sim BUILD=$(abspath $(BUILD))/sim
+	$(MAKE) -s -C tests/sim BUILD=$(abspath $(BUILD))/sim
 
-demo: venv sim  ## Restart a simulated 8-GPU node into extraction mode
+demo: venv sim $(COLLECTION_LINK)  ## Restart a simulated 8-GPU node into extraction mode
 	$(PY) demo/run.py
 
-bench: venv sim $(GPUOPS_LINK)  ## Benchmarks against the hand procedures (bench/results/)
+PLAYGROUND := $(BUILD)/playground
+playground: venv sim $(COLLECTION_LINK)  ## Leave a simulated 8-GPU node with an SGLang server running, to try playbooks by hand
+	$(PY) demo/playground.py start --workdir $(PLAYGROUND)
+
+playground-stop:  ## Stop what make playground started
+	$(PYTHON) demo/playground.py stop --workdir $(PLAYGROUND)
+
+bench: venv sim $(COLLECTION_LINK)  ## Benchmarks against the hand procedures (bench/results/)
 	$(PY) bench/run.py $(BENCH_ARGS)
 
 # --- packaging -------------------------------------------------------------
 
 .PHONY: build changelog clean
-build: venv  ## Build the collection artifact
+build: venv  ## Build the collection artifact (build/dist)
+	rm -rf $(BUILD)/dist
 	$(BIN)/ansible-galaxy collection build --force --output-path $(BUILD)/dist .
 
-changelog: venv $(GPUOPS_LINK)  ## Release the changelog fragments into CHANGELOG.md
+changelog: venv $(COLLECTION_LINK)  ## Release the changelog fragments into CHANGELOG.md
 	$(BIN)/antsibull-changelog release
 
 clean:  ## Remove build output (keeps .venv)

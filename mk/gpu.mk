@@ -8,4 +8,4 @@ gpu-bundle: venv  ## Wheels and collection tarball for tests/gpu/run.sh on a GPU
 	VENV=$(VENV) tests/gpu/bundle.sh $(BUILD)/gpu-wheels
 
 gpucheck: gpu-bundle sim  ## The real-GPU check: its skip, and its sequence on the simulated node
-	$(BIN)/pytest tests/gpu
+	@$(STAGE) gpucheck $(BIN)/pytest tests/gpu

@@ -1,6 +1,7 @@
 # Molecule scenarios on simulated GPU nodes: Podman containers of a locally built Debian
 # image (tests/sim/image) with the NVML test double, the SGLang stand-in and decoy daemons.
-# Included from the top Makefile, which provides VENV, PY, BUILD and the targets venv and sim.
+# Included from the top Makefile, which provides VENV, PY, BUILD, STAGE, COLLECTION_LINK and the
+# targets venv and sim.
 #
 #   make image                          build or reuse localhost/gpuops-node:<hash of inputs>
 #   make molecule                       run every scenario (molecule test), then remove the containers
@@ -17,21 +18,16 @@ ANSIBLE_PACKAGE_VERSION ?= 12.3.0
 PODMAN_DEPS := podman runc debootstrap uidmap slirp4netns rsync
 COLLECTIONS := $(abspath $(BUILD))/collections
 PODMAN_COLLECTION := $(COLLECTIONS)/ansible_collections/containers/podman
-GPUOPS_COLLECTION := $(COLLECTIONS)/ansible_collections/gpuops/host
 NODE_IMAGE_REF := $(BUILD)/sim/image/ref
 # Every container a scenario creates carries this label (molecule/*/molecule.yml).
 MOLECULE_LABEL := gpuops.molecule=node
 MOLECULE_CLEAN := podman ps -aq --filter label=$(MOLECULE_LABEL) | xargs -r podman rm -f -t 0 >/dev/null
 
 podman-deps:  ## Install Podman and debootstrap for the simulated node image (idempotent)
-	@missing=""; for p in $(PODMAN_DEPS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-	  echo "apt-get install$$missing"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
-	fi
+	@mk/apt-deps.sh $(PODMAN_DEPS)
 
 image: sim podman-deps | venv  ## Build or reuse the simulated GPU node image
-	PYTHON=$(PY) tests/sim/image/build.sh $(BUILD)
+	@$(STAGE) image env PYTHON=$(PY) tests/sim/image/build.sh $(BUILD)
 
 $(PODMAN_COLLECTION)/MANIFEST.json: | venv
 	$(PY) -m pip download --quiet --no-deps --dest $(BUILD)/wheels ansible==$(ANSIBLE_PACKAGE_VERSION)
@@ -41,22 +37,22 @@ $(PODMAN_COLLECTION)/MANIFEST.json: | venv
 	    $(BUILD)/wheels/ansible-$(ANSIBLE_PACKAGE_VERSION)-py3-none-any.whl $(COLLECTIONS) \
 	    ansible_collections/containers/podman/
 
-# gpuops.host resolves to this working tree (the top Makefile links GPUOPS_COLLECTION to it),
+# gpuops.host resolves to this working tree (COLLECTION_LINK, made by the top Makefile),
 # so scenarios always test the current code.
-molecule-collections: $(PODMAN_COLLECTION)/MANIFEST.json $(GPUOPS_COLLECTION)
+molecule-collections: $(PODMAN_COLLECTION)/MANIFEST.json $(COLLECTION_LINK)
 
 MOLECULE_ENV = PATH="$(abspath $(VENV))/bin:$$PATH" ANSIBLE_COLLECTIONS_PATH=$(COLLECTIONS) \
-	MOLECULE_GLOB='molecule/*/molecule.yml' GPUOPS_NODE_IMAGE="$$(cat $(NODE_IMAGE_REF))"
+	MOLECULE_GLOB="molecule/*/molecule.yml" GPUOPS_NODE_IMAGE="$$(cat $(NODE_IMAGE_REF))"
 
 molecule: image molecule-collections  ## Molecule scenarios on simulated GPU nodes (containers)
-	$(VENV)/bin/pytest -q -p no:cacheprovider tests/sim/test_image.py
-	@trap '$(MOLECULE_CLEAN)' EXIT; failed=; \
+	@$(STAGE) molecule bash -c 'set -eu; $(VENV)/bin/pytest -q -p no:cacheprovider tests/sim/test_image.py; \
+	trap "$(MOLECULE_CLEAN)" EXIT; failed=; \
 	for s in $(MOLECULE_SCENARIOS); do \
 	    start=$$(date +%s); \
 	    $(MOLECULE_ENV) $(VENV)/bin/molecule test --scenario-name $$s || failed="$$failed $$s"; \
 	    echo "molecule scenario $$s: $$(( $$(date +%s) - start )) s"; \
 	done; \
-	if [ -n "$$failed" ]; then echo "molecule scenarios failed:$$failed"; exit 1; fi
+	if [ -n "$$failed" ]; then echo "molecule scenarios failed:$$failed"; exit 1; fi'
 
 molecule-clean:  ## Remove containers left by the molecule scenarios
 	@$(MOLECULE_CLEAN)
