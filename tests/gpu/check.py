@@ -230,6 +230,8 @@ def scenario(host, args, checks, name, ignore_sigterm, term_timeout, signals, st
             'exit_to_memory_back': watch.get('release_lag_ms'),
             'sigterm_to_memory_back': since(released, sigterm),
             'sigterm_to_verified': since(play.get('verified_at'), sigterm),
+            'reap_start_to_exit': since(exit_info.get('wall'), play.get('reap_at')),
+            'reap_start_to_memory_back': since(released, play.get('reap_at')),
             'reap_start_to_verified': since(play.get('verified_at'), play.get('reap_at')),
         },
         'gpu_reap': {'elapsed': reap.get('elapsed'), 'stopped': reap.get('stopped'), 'msg': reap.get('msg')},
