@@ -35,25 +35,36 @@ ANSIBLE = os.path.join(os.path.dirname(VENV_PYTHON), "ansible")
 ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(VENV_PYTHON), "ansible-playbook")
 
 
-def collections_dir(base: str) -> str:
-    """A collections path in BASE where gpuops.host is this working tree."""
-    parent = os.path.join(base, "ansible_collections", "gpuops")
-    os.makedirs(parent, exist_ok=True)
-    link = os.path.join(parent, "host")
+COLLECTIONS = os.path.join(REPO_ROOT, "build", "collections")
+
+
+def collections_path() -> str:
+    """The collections root where gpuops.host is this working tree.
+
+    The same link as make's COLLECTION_LINK rule (build/collections/ansible_collections/gpuops/host),
+    made here as well so that a test run without make finds it."""
+    link = os.path.join(COLLECTIONS, "ansible_collections", "gpuops", "host")
     if not os.path.islink(link):
-        os.symlink(REPO_ROOT, link)
-    return base
+        os.makedirs(os.path.dirname(link), exist_ok=True)
+        try:
+            os.symlink(REPO_ROOT, link)
+        except FileExistsError:     # made meanwhile by a test running beside this one
+            pass
+    return COLLECTIONS
 
 
 class SimNode:
-    """A sandbox with an 8-GPU (or GPUS) simulated node, a model, a dump root and the stand-in."""
+    """A sandbox with a GPUS-GPU simulated node, a model, a dump root and the stand-in.
+
+    DECOYS: the node runs nvidia-persistenced and nv-hostengine stand-ins. DETACH: the sandbox
+    outlives this process (make playground); SimNode.attach(workdir) finds it again."""
 
     def __init__(self, workdir: str, gpus: int = 4, name: str = None, patched: bool = True,
-                 server_env: dict = None):
+                 server_env: dict = None, decoys: bool = True, detach: bool = False):
         self.workdir = os.path.abspath(workdir)
         self.name = name or os.path.basename(self.workdir)
         self.gpus = gpus
-        self.sandbox = Sandbox(os.path.join(self.workdir, "sandbox"), gpus=gpus)
+        self.sandbox = Sandbox(os.path.join(self.workdir, "sandbox"), gpus=gpus, decoys=decoys, detach=detach)
         self.sglang = standin.install(os.path.join(self.workdir, "sglang"), patched=patched)
         self.model = standin.make_model_dir(os.path.join(self.workdir, "model"))
         self.state_dir = os.path.join(self.workdir, "state")
@@ -63,6 +74,7 @@ class SimNode:
         self.port = net.free_port()
         self.url = "http://127.0.0.1:%d" % self.port
         self.server_env = dict(standin.FAST_ENV, **(server_env or {}))
+        self.server = None          # the standin.Launch of start_server
         os.makedirs(self.dump_root, exist_ok=True)
 
     def __enter__(self) -> "SimNode":
@@ -103,12 +115,18 @@ class SimNode:
 
     # -- the server, seen from outside --
 
-    def start_server(self, args=(), env: dict = None) -> standin.Launch:
-        """A server started by hand (not by the roles), in its own session, ready."""
+    def start_server(self, args=(), env: dict = None, serve: bool = False, timeout: float = 60) -> standin.Launch:
+        """A server started by hand (not by the roles), in its own session, ready.
+
+        `python -m sglang.launch_server`, or with SERVE the console script as pip installs it
+        (its command line reads `python .../bin/sglang serve ...`)."""
+        argv = [VENV_PYTHON, os.path.join(self.sglang, "bin", "sglang"), "serve"] if serve else None
         launch = standin.Launch(self.sandbox, self.model, args=list(args), port=self.port,
                                 env=dict(self.server_env, PYTHONPATH=self.sglang, **(env or {})),
-                                python=VENV_PYTHON, log_path=os.path.join(self.workdir, "hand-started.log"))
-        return launch.start().wait_ready()
+                                python=VENV_PYTHON, argv=argv,
+                                log_path=os.path.join(self.workdir, "hand-started.log"))
+        self.server = launch.start().wait_ready(timeout)
+        return self.server
 
     def record(self) -> dict:
         """server.json, the record sglang_launch keeps."""
@@ -187,7 +205,7 @@ class Fleet:
         self.workdir = os.path.abspath(workdir)
         self.nodes = nodes
         self.inventory = os.path.join(self.workdir, "inventory.yml")
-        self.collections = collections_dir(os.path.join(self.workdir, "collections"))
+        self.collections = collections_path()
         self.write_inventory(**host_vars)
 
     def write_inventory(self, **host_vars):
