@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from gpusim import standin
-from gpusim.fleet import collections_dir
+from gpusim.fleet import collections_path
 from gpusim.nvml import REPO_ROOT
 
 BIN = os.path.dirname(sys.executable)
@@ -124,7 +124,7 @@ def test_prefetch_five_ways_and_refusal(tmp_path):
     subprocess.run([sys.executable, str(evict), model], check=True)
     if any(resident_bytes(p) for p in shards):
         pytest.skip("%s keeps file pages in memory (tmpfs): eviction cannot be observed" % tmp_path)
-    collections = collections_dir(str(tmp_path / "collections"))
+    collections = collections_path()
     (tmp_path / "play.yml").write_text(PLAYBOOK)
     (tmp_path / "inventory.ini").write_text("node ansible_connection=local ansible_python_interpreter=%s\n"
                                             % sys.executable)
