@@ -30,7 +30,9 @@ PATCH_FILE = os.path.join("sglang", "srt", "models", "hs_dump.py")
 PATCH_MARKER = "SGLANG_HS_DUMP_DIR"
 # Short timings for tests; the stand-in's own defaults are the real server's.
 FAST_ENV = {"GPUSIM_SGLANG_LOAD_SECONDS": "0.3", "GPUSIM_SGLANG_WARMUP_SECONDS": "0.2",
-            "GPUSIM_SGLANG_TOKEN_DELAY": "0.005", "GPUSIM_SGLANG_WATCHDOG_INTERVAL": "0.2"}
+            "GPUSIM_SGLANG_TOKEN_DELAY": "0.005", "GPUSIM_SGLANG_WATCHDOG_INTERVAL": "0.2",
+            "GPUSIM_SGLANG_HEALTH_POLL_SECONDS": "0.1"}
+RELEASES = ("0.5.23", "0.5.14")  # the contracts in standin/contracts
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
@@ -45,12 +47,12 @@ def bin_dir() -> str:
 
 
 def install(dest: str, patched: bool = True) -> str:
-    """Copy the stand-in (package, `bin/sglang`) and gpusim to DEST; return DEST for PYTHONPATH.
+    """Copy the stand-in (package, `bin/sglang`, contracts) and gpusim to DEST; return DEST for PYTHONPATH.
 
     Without PATCHED the copy lacks the hidden-state dump patch, as a stock SGLang install does."""
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     os.makedirs(dest, exist_ok=True)
-    for name in ("sglang", "bin"):
+    for name in ("sglang", "bin", "contracts"):
         target = os.path.join(dest, name)
         shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(os.path.join(STANDIN_ROOT, name), target, ignore=ignore)
@@ -191,10 +193,11 @@ class Launch:
 
     # -- HTTP --
 
-    def request(self, path: str, body: dict = None, timeout: float = 30):
+    def request(self, path: str, body: dict = None, timeout: float = 30, headers: dict = None):
         """(status, parsed JSON or text); status None when nothing listens or the connection broke."""
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data, {"content-type": "application/json"})
+        req = urllib.request.Request(self.url + path, data, dict({"content-type": "application/json"},
+                                                                 **(headers or {})))
         try:
             with _OPENER.open(req, timeout=timeout) as res:
                 status, raw = res.status, res.read()
@@ -208,11 +211,11 @@ class Launch:
         except ValueError:
             return status, text
 
-    def get(self, path: str, timeout: float = 30):
-        return self.request(path, timeout=timeout)
+    def get(self, path: str, timeout: float = 30, headers: dict = None):
+        return self.request(path, timeout=timeout, headers=headers)
 
-    def post(self, path: str, body: dict, timeout: float = 60):
-        return self.request(path, body, timeout)
+    def post(self, path: str, body: dict, timeout: float = 60, headers: dict = None):
+        return self.request(path, body, timeout, headers)
 
     def wait_ready(self, timeout: float = 60) -> "Launch":
         """Wait for /health 200; fail with the log when the server exits or the time runs out."""

@@ -533,8 +533,8 @@ def read_health(src: str) -> dict:
 
 def read_auth(src: str) -> dict:
     path = os.path.join(src, "sglang/srt/utils/auth.py")
-    block = require(path, r"if \(?\s*(path\.startswith\(\"/health\"\).*?)\)?:\s*return AuthDecision\(allowed=True\)",
-                    "decide_request_auth").group(1)
+    block = require(path, r"if \(?\s*path\.startswith\(\"/health\"\)[^:]*:\s*return AuthDecision\(allowed=True\)",
+                    "decide_request_auth").group(0)
     open_prefixes = re.findall(r'path\.startswith\("([^"]+)"\)', block)
     require(path, r'"Unauthorized"\s*if decision\.error_status_code == 401', "add_api_key_middleware")
     require(path, r'parts\[0\]\.lower\(\) != "bearer"', "decide_request_auth")

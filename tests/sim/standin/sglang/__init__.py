@@ -3,9 +3,10 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Stand-in for the SGLang server on simulated GPU nodes.
 
-Same entry points, flags, process tree, endpoints and shutdown semantics as SGLang 0.5.x;
-GPU memory is registered with the NVML test double (gpusim.nvml) instead of CUDA.
-Installed only on simulated nodes, never into the project's own environment.
+It plays one real release (GPUSIM_SGLANG_RELEASE, default 0.5.23): that release's parser,
+/server_info keys, endpoints and shutdown sequence, taken from its contract (see
+sglang/srt/contract.py). GPU memory is registered with the NVML test double (gpusim.nvml)
+instead of CUDA. Installed only on simulated nodes, never into the project's own environment.
 """
 
-__version__ = "0.5.23"
+from sglang.version import __version__  # noqa: F401

@@ -12,7 +12,7 @@ import signal
 import sys
 import threading
 
-FAULTS = ("ignore_sigterm", "orphan", "defunct", "devholder", "crash_on_load", "slow_exit")
+FAULTS = ("ignore_sigterm", "orphan", "defunct", "devholder", "crash_on_load", "slow_exit", "hang_in_release")
 PR_SET_PDEATHSIG = 1
 
 
@@ -29,6 +29,18 @@ def faults() -> set:
 def env_float(name: str, default: float) -> float:
     value = os.environ.get(name, "").strip()
     return float(value) if value else default
+
+
+def is_scheduler_process(pid: int) -> bool:
+    """A live (not zombie) process titled sglang::scheduler*."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                return False
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read().startswith(b"sglang::scheduler")
+    except (OSError, IndexError):
+        return False
 
 
 def get_bool_env_var(name: str, default: str = "false") -> bool:
@@ -74,7 +86,12 @@ def descendants(pid: int) -> list:
 
 
 def kill_process_tree(parent_pid: int = None, include_parent: bool = True) -> None:
-    """SIGKILL every descendant of PARENT_PID, then PARENT_PID itself when INCLUDE_PARENT."""
+    """SIGKILL every descendant of PARENT_PID, then PARENT_PID itself when INCLUDE_PARENT.
+
+    As sglang/srt/utils/common.py kill_process_tree: with INCLUDE_PARENT and PARENT_PID this
+    process, the process SIGKILLs itself."""
+    logging.getLogger(__name__).info("kill_process_tree called: parent_pid=%s, include_parent=%s, pid=%d",
+                                     parent_pid, include_parent, os.getpid())
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     if parent_pid is None:

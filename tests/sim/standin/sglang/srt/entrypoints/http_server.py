@@ -3,14 +3,18 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The main process: launcher of the schedulers and the detokenizer, tokenizer manager, HTTP server.
 
-Lifecycle as in SGLang 0.5.x: the port opens only once every scheduler has loaded its model;
-/health answers 503 until the warmup request has gone through, and again once SIGTERM has
-arrived. SIGTERM starts a watchdog that drains in-flight requests with no time limit, then
-SIGKILLs the whole tree, this process included.
+Lifecycle of the played release (its contract, and the source named in each place below):
+the port opens once every scheduler has loaded its model; /health and /health_generate answer
+503 until the warmup request has gone through, then run a one-token generation. SIGTERM is
+handled once the first request has arrived; it starts the drain of
+TokenizerManager.sigterm_watchdog: wake-up, unbounded drain, ShutdownReq, 15 s for the
+schedulers to release their memory, SIGKILL of what is left, exit.
 """
 
 from __future__ import annotations
 
+import datetime
+import hmac
 import json
 import logging
 import multiprocessing as mp
@@ -19,25 +23,28 @@ import signal
 import sys
 import threading
 import time
+import urllib.parse
 import urllib.request
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from sglang import __version__
-from sglang.srt import tokenizer
+from sglang.srt import contract, tokenizer
 from sglang.srt.managers.detokenizer_manager import run_detokenizer_process
 from sglang.srt.managers.scheduler import run_scheduler_process
 from sglang.srt.server_args import ServerArgs, prepare_server_args
-from sglang.srt.utils import env_float, faults, get_bool_env_var, kill_process_tree
+from sglang.srt.utils import (descendants, env_float, faults, get_bool_env_var, is_scheduler_process,
+                              kill_process_tree)
+from sglang.version import __version__
 
 logger = logging.getLogger(__name__)
 
 WARMUP_PROMPT = "The capital city of France is"
 DEFAULT_MAX_NEW_TOKENS = 128
+HEALTH_CHECK_RID_PREFIX = "HEALTH_CHECK"  # sglang/srt/constants.py
 
 
 class TokenizerManager:
-    """Holds the in-flight requests (rid_to_state) and the server's status."""
+    """Holds the in-flight requests (rid_to_state), the server's status and the shutdown flag."""
 
     def __init__(self, server_args: ServerArgs, req_writer, out_reader, scheduler_info: dict):
         self.server_args = server_args
@@ -47,11 +54,12 @@ class TokenizerManager:
         self.send_lock = threading.Lock()
         self.state_lock = threading.Lock()
         self.rid_to_state = {}
-        self.server_status = "Starting"
+        self.server_status = "Starting"  # Starting, Up, UnHealthy
         self.gracefully_exit = False
-        self.health_check_failed = False
+        self.handlers_installed = False  # the SIGTERM handler comes with the first request
         self.last_receive_tstamp = 0.0
-        self.stats = {"num_running_reqs": 0, "num_queue_reqs": 0, "token_usage": 0.0, "gen_throughput": 0.0}
+        self.stats = {"num_running_reqs": 0, "num_queue_reqs": 0, "num_used_tokens": 0, "token_usage": 0.0,
+                      "gen_throughput": 0.0}
         self.totals = {"prompt_tokens": 0, "generation_tokens": 0, "num_requests": 0}
         threading.Thread(target=self.handle_loop, name="detokenizer-results", daemon=True).start()
 
@@ -74,7 +82,12 @@ class TokenizerManager:
                 state["out"] = payload
                 state["event"].set()
 
+    def auto_create_handle_loop(self) -> None:
+        """managers/tokenizer_manager.py auto_create_handle_loop: SIGTERM is handled from the first request on."""
+        self.handlers_installed = True
+
     def submit(self, input_ids: list, max_new_tokens: int, rid: str = None) -> dict:
+        self.auto_create_handle_loop()
         rid = rid or uuid.uuid4().hex
         state = {"rid": rid, "event": threading.Event(), "out": None, "created": time.time()}
         with self.state_lock:
@@ -90,7 +103,7 @@ class TokenizerManager:
 
     def generate(self, text=None, input_ids=None, max_new_tokens=DEFAULT_MAX_NEW_TOKENS, rid=None) -> dict:
         ids = list(input_ids) if input_ids is not None else tokenizer.encode(text or "")
-        if self.server_args.log_requests:
+        if getattr(self.server_args, "log_requests", False):
             logger.info("Receive: obj=GenerateReqInput(rid=%r, text=%r, max_new_tokens=%d)", rid, text, max_new_tokens)
         state = self.submit(ids, int(max_new_tokens), rid)
         state["event"].wait()
@@ -101,16 +114,27 @@ class TokenizerManager:
                               "prompt_tokens": len(ids), "completion_tokens": n, "cached_tokens": 0,
                               "e2e_latency": round(time.time() - state["created"], 6)}}
 
-    def health_generate(self, timeout: float) -> bool:
-        """One-token generation; healthy when the scheduler answers anything within TIMEOUT."""
+    def health_generate(self) -> bool:
+        """entrypoints/http_server.py health_generate: a one-token request; healthy once anything comes back."""
+        poll = env_float("GPUSIM_SGLANG_HEALTH_POLL_SECONDS", float(contract.load()["health"]["poll_s"]))
+        timeout = env_float("SGLANG_HEALTH_CHECK_TIMEOUT", float(contract.load()["health"]["timeout_default_s"]))
+        rid = "%s_%s" % (HEALTH_CHECK_RID_PREFIX, uuid.uuid4().hex)
         tic = time.time()
-        state = self.submit([0], 1, "HEALTH_CHECK_%s" % uuid.uuid4().hex)
+        self.submit([0], 1, rid)
         while time.time() < tic + timeout:
-            if state["event"].wait(0.1) or self.last_receive_tstamp > tic:
+            time.sleep(poll)
+            if self.last_receive_tstamp > tic:
+                with self.state_lock:
+                    self.rid_to_state.pop(rid, None)
+                self.server_status = "Up"
                 return True
+        logger.error("Health check failed. Server couldn't get a response from detokenizer for last %d seconds. "
+                     "tic start time: %s. last_heartbeat time: %s", timeout, time.strftime("%H:%M:%S",
+                                                                                            time.localtime(tic)),
+                     time.strftime("%H:%M:%S", time.localtime(self.last_receive_tstamp)))
         with self.state_lock:
-            self.rid_to_state.pop(state["rid"], None)
-        self.health_check_failed = True
+            self.rid_to_state.pop(rid, None)
+        self.server_status = "UnHealthy"
         return False
 
 
@@ -119,13 +143,13 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "uvicorn"
     sys_version = ""
 
-    GET_ROUTES = ("/health", "/health_generate", "/ready", "/v1/models", "/model_info", "/get_model_info",
-                  "/server_info", "/get_server_info", "/metrics")
-    POST_ROUTES = ("/generate", "/v1/completions", "/v1/chat/completions")
-
     @property
     def tm(self) -> TokenizerManager:
         return self.server.tokenizer_manager
+
+    @property
+    def spec(self) -> dict:
+        return self.server.spec
 
     def log_request(self, code="-", size="-"):
         code = int(code) if str(code).isdigit() else code
@@ -153,97 +177,172 @@ class Handler(BaseHTTPRequestHandler):
             raise ValueError("request body must be a JSON object")
         return data
 
-    def _route(self, routes: tuple, other: tuple) -> str:
-        path = self.path.split("?", 1)[0]
-        if path in routes:
-            return path
-        self._send(405 if path in other else 404,
-                   {"detail": "Method Not Allowed" if path in other else "Not Found"})
-        return None
+    # -- routing: only the routes the played release has (its contract) --
+
+    def _routes(self) -> dict:
+        routes = dict(self.spec["endpoints"]["routes"])
+        if not self.tm.server_args.enable_metrics:
+            routes.pop("/metrics", None)  # mounted only with --enable-metrics
+        return routes
+
+    def _authorized(self, path: str) -> bool:
+        """utils/auth.py decide_request_auth (endpoints of level NORMAL): with --api-key every path but the
+        open prefixes needs "Authorization: Bearer KEY"; otherwise 401 {"error": "Unauthorized"}."""
+        key = self.tm.server_args.api_key
+        if not key or self.command == "OPTIONS":
+            return True
+        if any(path.startswith(prefix) for prefix in self.spec["auth"]["open_prefixes"]):
+            return True
+        parts = (self.headers.get("Authorization") or "").split(" ", 1)
+        if len(parts) == 2 and parts[0].lower() == "bearer" and hmac.compare_digest(parts[1], key):
+            return True
+        self._send(self.spec["auth"]["status"], self.spec["auth"]["body"])
+        return False
+
+    def _dispatch(self, method: str):
+        url = urllib.parse.urlsplit(self.path)
+        path = url.path
+        if not self._authorized(path):
+            return
+        routes = self._routes()
+        if path not in routes or path not in self.IMPLEMENTED:
+            self._send(404, {"detail": "Not Found"})
+            return
+        if method not in routes[path]["methods"]:
+            self._send(405, {"detail": "Method Not Allowed"})
+            return
+        getattr(self, self.IMPLEMENTED[path])(path, urllib.parse.parse_qs(url.query))
 
     def do_GET(self):
-        path = self._route(self.GET_ROUTES, self.POST_ROUTES)
-        if path == "/metrics":
-            if self.tm.server_args.enable_metrics:
-                self._send(200, self.metrics().encode(), "text/plain; version=0.0.4; charset=utf-8")
-            else:
-                self._send(404, {"detail": "Not Found"})
-        elif path in ("/health", "/ready"):
-            self._send(503 if self._unavailable() else 200)
-        elif path == "/health_generate":
-            if self._unavailable():
-                self._send(503)
-            else:
-                timeout = env_float("SGLANG_HEALTH_CHECK_TIMEOUT", 20)
-                self._send(200 if self.tm.health_generate(timeout) else 503)
-        elif path == "/v1/models":
-            args = self.tm.server_args
-            self._send(200, {"object": "list", "data": [
-                {"id": args.served_model_name, "object": "model", "created": int(time.time()),
-                 "owned_by": "sglang", "root": args.served_model_name, "parent": None,
-                 "max_model_len": args.context_length}]})
-        elif path in ("/model_info", "/get_model_info"):
-            args = self.tm.server_args
-            self._send(200, {"model_path": args.model_path, "tokenizer_path": args.tokenizer_path,
-                             "is_generation": True, "preferred_sampling_params": None, "weight_version": "default",
-                             "has_image_understanding": False, "has_audio_understanding": False,
-                             "model_type": args.hf_config.get("model_type"),
-                             "architectures": args.hf_config.get("architectures")})
-        elif path in ("/server_info", "/get_server_info"):
-            info = dict(self.tm.server_args.public_dict(), **self.tm.scheduler_info)
-            info.pop("status", None)
-            info["internal_states"] = [{"last_gen_throughput": self.tm.stats["gen_throughput"],
-                                        "num_running_reqs": self.tm.stats["num_running_reqs"]}]
-            info["version"] = __version__
-            self._send(200, info)
+        self._dispatch("GET")
 
     def do_POST(self):
-        path = self._route(self.POST_ROUTES, self.GET_ROUTES)
-        if path is None:
-            return
-        try:
-            body = self._body()
-        except ValueError as e:
-            self._send(400, {"object": "error", "message": "Invalid request body: %s" % e, "code": 400})
-            return
-        try:
-            if path == "/generate":
-                self._send(200, self.generate(body))
-            else:
-                self._send(200, self.openai(path, body))
-        except (ValueError, TypeError) as e:
-            self._send(400, {"object": "error", "message": str(e), "type": "BadRequestError", "code": 400})
+        self._dispatch("POST")
 
-    def _unavailable(self) -> bool:
+    def do_PUT(self):
+        self._dispatch("PUT")
+
+    IMPLEMENTED = {"/health": "health", "/health_generate": "health", "/ready": "ready", "/model_info": "model_info",
+                   "/get_model_info": "model_info", "/server_info": "server_info", "/get_server_info": "server_info",
+                   "/v1/loads": "loads", "/get_load": "get_load", "/metrics": "metrics", "/v1/models": "models",
+                   "/generate": "generate", "/v1/completions": "openai", "/v1/chat/completions": "openai"}
+
+    # -- endpoints --
+
+    def health(self, path: str, query: dict) -> None:
         if self.tm.gracefully_exit:
             logger.info("Health check request received during shutdown. Returning 503.")
-            return True
-        return self.tm.server_status != "Up"
+            self._send(503)
+        elif self.tm.server_status == "Starting":
+            self._send(503)
+        elif path == "/health" and not get_bool_env_var("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION", "true"):
+            self._send(200)
+        else:
+            self._send(200 if self.tm.health_generate() else 503)
 
-    def generate(self, body: dict):
+    def ready(self, path: str, query: dict) -> None:
+        ok = self.tm.server_status == "Up" and not self.tm.gracefully_exit
+        self._send(200 if ok else 503)
+
+    def model_info(self, path: str, query: dict) -> None:
+        if path.startswith("/get_"):
+            logger.warning("Endpoint '%s' is deprecated and will be removed in a future version. Please use '%s' "
+                           "instead.", path, path.replace("/get_", "/"))
+        args = self.tm.server_args
+        self._send(200, {"model_path": args.model_path, "tokenizer_path": args.tokenizer_path,
+                         "is_generation": True, "preferred_sampling_params": None, "weight_version": "default",
+                         "has_image_understanding": False, "has_audio_understanding": False,
+                         "model_type": args.hf_config.get("model_type"),
+                         "architectures": args.hf_config.get("architectures")})
+
+    def models(self, path: str, query: dict) -> None:
+        args = self.tm.server_args
+        self._send(200, {"object": "list", "data": [
+            {"id": args.served_model_name, "object": "model", "created": int(time.time()), "owned_by": "sglang",
+             "root": args.served_model_name, "parent": None, "max_model_len": args.context_length}]})
+
+    def server_info(self, path: str, query: dict) -> None:
+        if path.startswith("/get_"):
+            logger.warning("Endpoint '/get_server_info' is deprecated and will be removed in a future version. "
+                           "Please use '/server_info' instead.")
+        self._send(200, self.server.server_info())
+
+    def loads(self, path: str, query: dict) -> None:
+        """entrypoints/v1_loads.py get_loads: one load per DP rank (the stand-in has one)."""
+        spec = self.spec["v1_loads"]
+        include = [s.strip() for s in query.get("include", [""])[0].split(",") if s.strip()] or None
+        if include is not None and not set(include) <= set(spec["include_values"]):
+            self._send(400, {"detail": "Invalid include sections: %s. Valid options: %s"
+                                       % (set(include) - set(spec["include_values"]), spec["include_values"])})
+            return
+        loads = [self.server.load()]
+        dp_rank = query.get("dp_rank", [None])[0]
+        if dp_rank is not None:
+            loads = [load for load in loads if str(load["dp_rank"]) == dp_rank]
+        if query.get("format", [None])[0] == "prometheus":
+            lines = []
+            for key in spec["load_keys"]:
+                if key == "dp_rank" or not all(isinstance(load[key], (int, float)) for load in loads):
+                    continue
+                lines.append("# TYPE sglang_%s gauge" % key)
+                lines += ['sglang_%s{dp_rank="%d"} %s' % (key, load["dp_rank"], load[key]) for load in loads]
+            self._send(200, ("\n".join(lines) + "\n").encode(), "text/plain; version=0.0.4; charset=utf-8")
+            return
+        top = {"timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(), "version": __version__,
+               "accelerator": self.server.accelerator, "num_accelerators": self.tm.server_args.tp_size,
+               "loads": loads}
+        self._send(200, {key: top[key] for key in spec["top_keys"]})
+
+    def get_load(self, path: str, query: dict) -> None:
+        """entrypoints/http_server.py get_load (0.5.14): the deprecated shim over /v1/loads."""
+        logger.warning("Endpoint '/get_load' is deprecated and will be removed in a future version. "
+                       "Please use '/v1/loads' instead.")
+        load = self.server.load()
+        self._send(200, [{"dp_rank": load["dp_rank"], "num_reqs": load["num_running_reqs"] + load["num_waiting_reqs"],
+                          "num_waiting_reqs": load["num_waiting_reqs"], "num_tokens": load["num_total_tokens"],
+                          "num_pending_tokens": load["num_total_tokens"] - load["num_used_tokens"],
+                          "ts_tic": time.perf_counter()}])
+
+    def metrics(self, path: str, query: dict) -> None:
+        self._send(200, self.server.metrics().encode(), "text/plain; version=0.0.4; charset=utf-8")
+
+    def generate(self, path: str, query: dict) -> None:
+        body = self._parsed_body()
+        if body is None:
+            return
         params = body.get("sampling_params") or {}
         max_new = params.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS)
         text, input_ids, rid = body.get("text"), body.get("input_ids"), body.get("rid")
-        if isinstance(text, list) or (input_ids and isinstance(input_ids[0], list)):
-            prompts = text if isinstance(text, list) else [None] * len(input_ids)
-            ids = input_ids if input_ids else [None] * len(prompts)
-            rids = rid if isinstance(rid, list) else [None] * len(prompts)
-            results = [None] * len(prompts)
+        try:
+            if isinstance(text, list) or (input_ids and isinstance(input_ids[0], list)):
+                self._send(200, self._generate_batch(text, input_ids, rid, max_new))
+                return
+            if text is None and input_ids is None:
+                raise ValueError("Either text or input_ids should be provided.")
+            self._send(200, self.tm.generate(text, input_ids, max_new, rid))
+        except (ValueError, TypeError) as e:
+            self._send(400, {"object": "error", "message": str(e), "type": "BadRequestError", "code": 400})
 
-            def one(i):
-                results[i] = self.tm.generate(prompts[i], ids[i], max_new, rids[i])
+    def _generate_batch(self, text, input_ids, rid, max_new) -> list:
+        prompts = text if isinstance(text, list) else [None] * len(input_ids)
+        ids = input_ids if input_ids else [None] * len(prompts)
+        rids = rid if isinstance(rid, list) else [None] * len(prompts)
+        results = [None] * len(prompts)
 
-            threads = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            return results
-        if text is None and input_ids is None:
-            raise ValueError("Either text or input_ids should be provided.")
-        return self.tm.generate(text, input_ids, max_new, rid)
+        def one(i):
+            results[i] = self.tm.generate(prompts[i], ids[i], max_new, rids[i])
 
-    def openai(self, path: str, body: dict) -> dict:
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return results
+
+    def openai(self, path: str, query: dict) -> None:
+        body = self._parsed_body()
+        if body is None:
+            return
         args = self.tm.server_args
         if path == "/v1/completions":
             prompt = body.get("prompt", "")
@@ -253,7 +352,7 @@ class Handler(BaseHTTPRequestHandler):
             messages = body.get("messages") or []
             prompt = " ".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
             max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or DEFAULT_MAX_NEW_TOKENS
-        out = self.tm.generate(text=str(prompt), max_new_tokens=max_tokens)
+        out = self.tm.generate(text=str(prompt), max_new_tokens=max_tokens, rid=body.get("rid"))
         meta = out["meta_info"]
         usage = {"prompt_tokens": meta["prompt_tokens"], "completion_tokens": meta["completion_tokens"],
                  "total_tokens": meta["prompt_tokens"] + meta["completion_tokens"], "prompt_tokens_details": None}
@@ -265,39 +364,88 @@ class Handler(BaseHTTPRequestHandler):
             choice = {"index": 0, "message": {"role": "assistant", "content": out["text"], "tool_calls": None},
                       "logprobs": None, "finish_reason": "length", "matched_stop": None}
             kind = "chat.completion"
-        return {"id": meta["id"], "object": kind, "created": int(time.time()),
-                "model": body.get("model") or args.served_model_name, "choices": [choice], "usage": usage}
+        self._send(200, {"id": meta["id"], "object": kind, "created": int(time.time()),
+                         "model": body.get("model") or args.served_model_name, "choices": [choice], "usage": usage})
 
-    def metrics(self) -> str:
-        name = self.tm.server_args.served_model_name.replace("\\", "\\\\").replace('"', '\\"')
-        sched = 'engine_type="unified",model_name="%s",pp_rank="0",tp_rank="0"' % name
-        lines = []
-        for metric, kind, help_text, labels, value in (
-                ("num_running_reqs", "gauge", "The number of running requests.", sched,
-                 self.tm.stats["num_running_reqs"]),
-                ("num_queue_reqs", "gauge", "The number of requests in the waiting queue.", sched,
-                 self.tm.stats["num_queue_reqs"]),
-                ("token_usage", "gauge", "The token usage.", sched, self.tm.stats["token_usage"]),
-                ("gen_throughput", "gauge", "The generation throughput (token/s).", sched,
-                 self.tm.stats["gen_throughput"]),
-                ("prompt_tokens_total", "counter", "Number of prefill tokens processed.",
-                 'model_name="%s"' % name, self.tm.totals["prompt_tokens"]),
-                ("generation_tokens_total", "counter", "Number of generation tokens processed.",
-                 'model_name="%s"' % name, self.tm.totals["generation_tokens"]),
-                ("num_requests_total", "counter", "Number of requests processed.",
-                 'model_name="%s"' % name, self.tm.totals["num_requests"])):
-            lines += ["# HELP sglang:%s %s" % (metric, help_text), "# TYPE sglang:%s %s" % (metric, kind),
-                      "sglang:%s{%s} %s" % (metric, labels, float(value))]
-        return "\n".join(lines) + "\n"
+    def _parsed_body(self):
+        try:
+            return self._body()
+        except ValueError as e:
+            self._send(400, {"object": "error", "message": "Invalid request body: %s" % e, "code": 400})
+            return None
 
 
 class Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address, tokenizer_manager: TokenizerManager):
+    def __init__(self, address, tokenizer_manager: TokenizerManager, accelerator: str = None):
         self.tokenizer_manager = tokenizer_manager
+        self.spec = contract.load()
+        self.accelerator = accelerator
         super().__init__(address, Handler)
+
+    def server_info(self) -> dict:
+        """entrypoints/http_server.py server_info: exactly the keys the played release sends."""
+        tm = self.tokenizer_manager
+        args = tm.server_args
+        info = self.spec["server_info"]
+        arg_keys = [k for k in info["keys"] if k not in info["key_sources"]]
+        fields = args.field_values(arg_keys)
+        internal = dict(fields, **self._internal_state())
+        extra = dict(tm.scheduler_info, internal_states=[internal], version=__version__, frontend="python",
+                     kv_events=None, launch_command=args.launch_command, enable_dp_attention=False)
+        return {key: (extra[key] if key in extra else fields.get(key)) for key in info["keys"]}
+
+    def _internal_state(self) -> dict:
+        tm = self.tokenizer_manager
+        args = tm.server_args
+        values = {"world_size": args.tp_size, "startup_time": tm.scheduler_info.get("startup_time"),
+                  "effective_max_running_requests_per_dp": tm.scheduler_info.get("max_running_requests"),
+                  "last_gen_throughput": tm.stats["gen_throughput"],
+                  "memory_usage": {"weight": 0.0, "kvcache": 0.0, "token_capacity":
+                                   tm.scheduler_info.get("max_total_num_tokens"), "graph": 0.0}}
+        return {key: values.get(key) for key in self.spec["internal_state"]["added_keys"]}
+
+    def load(self) -> dict:
+        """One DP rank's load snapshot (managers/load_snapshot.py LoadSnapshot core keys)."""
+        tm = self.tokenizer_manager
+        capacity = tm.scheduler_info.get("max_total_num_tokens") or 0
+        used = tm.stats.get("num_used_tokens", 0)
+        values = {"timestamp": time.time(), "dp_rank": 0, "num_running_reqs": tm.stats["num_running_reqs"],
+                  "num_waiting_reqs": tm.stats["num_queue_reqs"], "num_waiting_uncached_tokens": 0,
+                  "num_used_tokens": used, "num_total_tokens": used, "num_active_tokens": used,
+                  "num_prealloc_ready_tokens": 0, "max_total_num_tokens": capacity,
+                  "max_running_requests": tm.scheduler_info.get("max_running_requests"),
+                  "token_usage": tm.stats["token_usage"], "gen_throughput": tm.stats["gen_throughput"],
+                  "cache_hit_rate": 0.0, "utilization": tm.stats["token_usage"],
+                  "total_prefill_uncached_tokens": tm.totals["prompt_tokens"], "total_prefill_busy_us": 0,
+                  "decode_moments": None}
+        return {key: values.get(key) for key in self.spec["v1_loads"]["load_keys"]}
+
+    def metrics(self) -> str:
+        tm = self.tokenizer_manager
+        name = tm.server_args.served_model_name.replace("\\", "\\\\").replace('"', '\\"')
+        values = {"model_name": name, "engine_type": "unified", "tp_rank": "0", "pp_rank": "0", "moe_ep_rank": "0"}
+        sched = ",".join('%s="%s"' % (label, values[label]) for label in self.spec["metrics"]["labels"])
+        lines = []
+        for metric, kind, help_text, labels, value in (
+                ("num_running_reqs", "gauge", "The number of running requests.", sched,
+                 tm.stats["num_running_reqs"]),
+                ("num_queue_reqs", "gauge", "The number of requests in the waiting queue.", sched,
+                 tm.stats["num_queue_reqs"]),
+                ("token_usage", "gauge", "The token usage.", sched, tm.stats["token_usage"]),
+                ("gen_throughput", "gauge", "The generation throughput (token/s).", sched,
+                 tm.stats["gen_throughput"]),
+                ("prompt_tokens_total", "counter", "Number of prefill tokens processed.",
+                 'model_name="%s"' % name, tm.totals["prompt_tokens"]),
+                ("generation_tokens_total", "counter", "Number of generation tokens processed.",
+                 'model_name="%s"' % name, tm.totals["generation_tokens"]),
+                ("num_requests_total", "counter", "Number of requests processed.",
+                 'model_name="%s"' % name, tm.totals["num_requests"])):
+            lines += ["# HELP sglang:%s %s" % (metric, help_text), "# TYPE sglang:%s %s" % (metric, kind),
+                      "sglang:%s{%s} %s" % (metric, labels, float(value))]
+        return "\n".join(lines) + "\n"
 
 
 def _sigchld_handler(signum, frame):
@@ -318,37 +466,57 @@ def _exit_at_once() -> None:
     """A child that exits straight away (fault "defunct": the launcher never waits for it)."""
 
 
-def _sigterm_watchdog(tm: TokenizerManager, interval: float, slow_exit: float) -> None:
+def _schedulers_alive() -> list:
+    """utils/cudacore_pyspy_dump_utils.py collect_scheduler_processes: live sglang::scheduler* descendants."""
+    return [pid for pid in descendants(os.getpid()) if is_scheduler_process(pid)]
+
+
+def _sigterm_watchdog(tm: TokenizerManager, shutdown, interval: float, slow_exit: float) -> None:
+    """managers/tokenizer_manager.py TokenizerManager.sigterm_watchdog of the played release."""
+    spec = contract.load()["shutdown"]
     while not tm.gracefully_exit:
         time.sleep(interval)
-    while True:
+    while True:  # the drain: no time limit
         remain = len(tm.rid_to_state)
-        if tm.health_check_failed:
-            logger.error("Signal SIGTERM received while health check failed. Exiting... "
-                         "remaining number of requests: %d", remain)
+        rids = list(tm.rid_to_state)
+        if tm.server_status == "UnHealthy":
+            logger.error("Signal SIGTERM received while health check failed. Force exiting.")
             break
         if get_bool_env_var("SGL_FORCE_SHUTDOWN"):
-            logger.error("Signal SIGTERM received while force shutdown flag set. Force exiting... "
-                         "remaining number of requests: %d", remain)
+            logger.error("Signal SIGTERM received while force shutdown flag set. Force exiting.")
             break
-        logger.info("Gracefully exiting... remaining number of requests %d", remain)
+        logger.info("Gracefully exiting... Remaining number of requests %d. Remaining requests remaining_rids=%r.",
+                    remain, rids)
         if remain == 0:
             break
         time.sleep(interval)
+    shutdown.set()  # ShutdownReq to every scheduler
+    deadline = time.monotonic() + spec["release"]["cap_s"]
+    while time.monotonic() < deadline and _schedulers_alive():
+        time.sleep(spec["release"]["poll_s"])
+    stragglers = _schedulers_alive()
+    if stragglers and spec["release"]["straggler_warning"]:
+        logger.warning("Schedulers still alive %ds after ShutdownReq, killing them before they released: %s",
+                       spec["release"]["cap_s"], stragglers)
     time.sleep(slow_exit)
-    kill_process_tree(os.getpid(), include_parent=True)
+    include_parent = spec["main_exit"] != 0
+    kill_process_tree(os.getpid(), include_parent=include_parent)
+    logging.shutdown()
+    os._exit(0)  # sys.exit(0) from the event loop in the real server
 
 
 def _wait_and_warmup(server_args: ServerArgs, tm: TokenizerManager) -> None:
-    url = "http://%s:%d" % ("127.0.0.1" if server_args.host in ("0.0.0.0", "") else server_args.host,
-                            server_args.port)
+    url = server_args.url()
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    headers = {"content-type": "application/json"}
+    if server_args.api_key:
+        headers["Authorization"] = "Bearer %s" % server_args.api_key
     try:
         delay = env_float("GPUSIM_SGLANG_WARMUP_SECONDS", 1.0)
         for attempt in range(120):
             time.sleep(delay)
             try:
-                with opener.open(url + "/model_info", timeout=5) as res:
+                with opener.open(urllib.request.Request(url + "/model_info", headers=headers), timeout=5) as res:
                     if res.status == 200:
                         break
             except OSError:
@@ -356,8 +524,7 @@ def _wait_and_warmup(server_args: ServerArgs, tm: TokenizerManager) -> None:
                     raise
         if not server_args.skip_server_warmup:
             body = {"text": WARMUP_PROMPT, "sampling_params": {"temperature": 0, "max_new_tokens": 8}}
-            req = urllib.request.Request(url + "/generate", json.dumps(body).encode(),
-                                         {"content-type": "application/json"})
+            req = urllib.request.Request(url + "/generate", json.dumps(body).encode(), headers)
             with opener.open(req, timeout=600) as res:
                 res.read()
     except Exception as e:
@@ -368,8 +535,17 @@ def _wait_and_warmup(server_args: ServerArgs, tm: TokenizerManager) -> None:
     logger.info("The server is fired up and ready to roll!")
 
 
+def _check_supported(server_args: ServerArgs) -> None:
+    for name in ("dp_size", "pp_size", "nnodes"):
+        if (getattr(server_args, name, 1) or 1) > 1:
+            raise ValueError("%s=%s: the SGLang stand-in runs one node, tensor parallelism only"
+                             % (name, getattr(server_args, name)))
+
+
 def launch_server(server_args: ServerArgs) -> None:
     fault_set = faults()
+    server_args.resolve()
+    _check_supported(server_args)
     logger.info("server_args=%r", server_args)
     if "defunct" not in fault_set:
         signal.signal(signal.SIGCHLD, _sigchld_handler)
@@ -377,6 +553,7 @@ def launch_server(server_args: ServerArgs) -> None:
 
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(server_args.tp_size)
+    shutdown = ctx.Event()
     req_reader, req_writer = ctx.Pipe(duplex=False)
     det_reader, det_writer = ctx.Pipe(duplex=False)
     out_reader, out_writer = ctx.Pipe(duplex=False)
@@ -386,7 +563,7 @@ def launch_server(server_args: ServerArgs) -> None:
         first = rank == 0
         proc = ctx.Process(target=run_scheduler_process,
                            args=(server_args, rank, writer, req_reader if first else None,
-                                 det_writer if first else None, barrier))
+                                 det_writer if first else None, barrier, shutdown))
         proc.start()
         writer.close()
         procs.append(proc)
@@ -411,13 +588,17 @@ def launch_server(server_args: ServerArgs) -> None:
     if "defunct" in fault_set:
         ctx.Process(target=_exit_at_once).start()
     try:
-        httpd = Server((server_args.host, server_args.port), tm)
+        httpd = Server((server_args.host, server_args.port), tm, accelerator=_accelerator_name())
     except OSError as e:
         logger.error("ERROR:    [Errno %s] error while attempting to bind on address %r: %s",
                      e.errno, (server_args.host, server_args.port), (e.strerror or str(e)).lower())
         raise SystemExit(1)
 
     def sigterm_handler(signum, frame):
+        if not tm.handlers_installed:  # no request yet: SIGTERM keeps its default action
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
         logger.warning("SIGTERM received. signum=%d frame=%r. Draining requests and shutting down...",
                        signum, frame)
         if "orphan" in fault_set:
@@ -426,8 +607,9 @@ def launch_server(server_args: ServerArgs) -> None:
 
     signal.signal(signal.SIGTERM, sigterm_handler)
     slow_exit = env_float("GPUSIM_SGLANG_SLOW_EXIT_SECONDS", 3.0) if "slow_exit" in fault_set else 0.0
+    interval = env_float("GPUSIM_SGLANG_WATCHDOG_INTERVAL", float(contract.load()["shutdown"]["watchdog_wake_s"]))
     threading.Thread(target=_sigterm_watchdog, name="sigterm-watchdog", daemon=True,
-                     args=(tm, env_float("GPUSIM_SGLANG_WATCHDOG_INTERVAL", 5.0), slow_exit)).start()
+                     args=(tm, shutdown, interval, slow_exit)).start()
     threading.Thread(target=_wait_and_warmup, name="warmup", daemon=True, args=(server_args, tm)).start()
     logger.info("INFO:     Started server process [%d]", os.getpid())
     logger.info("INFO:     Waiting for application startup.")
@@ -436,9 +618,19 @@ def launch_server(server_args: ServerArgs) -> None:
     httpd.serve_forever()
 
 
+def _accelerator_name():
+    """v1_loads.py _accelerator_name: the GPU's marketing name (here: the NVML double's)."""
+    try:
+        from gpusim.nvml import Node
+
+        return Node(os.environ.get("GPUSIM_STATE", "/var/lib/gpusim")).gpus[0]["name"]
+    except (OSError, IndexError, ImportError):
+        return None
+
+
 def run_server(argv: list, prog: str = None) -> None:
     """Parse ARGV as the server's flags and run until shut down."""
-    server_args = prepare_server_args(argv, prog=prog)
+    server_args = prepare_server_args(argv)
     try:
         launch_server(server_args)
     finally:

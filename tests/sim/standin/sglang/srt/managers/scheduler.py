@@ -5,6 +5,9 @@
 
 Rank r opens /dev/nvidia<minor> of its GPU and registers mem_fraction_static x total MiB with
 the NVML test double; rank 0 runs the continuous-batching loop that produces tokens.
+A ShutdownReq (here: the shared shutdown event) breaks every rank's loop; each then releases
+its GPU memory in userspace and exits (sglang/srt/managers/scheduler.py Scheduler.handle_shutdown
+and the finally of run_scheduler_process).
 """
 
 from __future__ import annotations
@@ -55,13 +58,15 @@ def free_mib(node, gpu: int) -> int:
 
 
 class Scheduler:
-    def __init__(self, server_args, tp_rank: int, barrier, out_writer, fault_set: set):
+    def __init__(self, server_args, tp_rank: int, barrier, out_writer, fault_set: set, shutdown=None):
         from gpusim.nvml import Node  # the NVML test double's state
 
         self.server_args = server_args
         self.tp_rank = tp_rank
         self.out_writer = out_writer
         self.faults = fault_set
+        self.shutdown = shutdown
+        self.startup_time = time.time()
         self.node = Node(os.environ.get("GPUSIM_STATE", "/var/lib/gpusim"))
         self.gpu = self._resolve(gpu_for_rank(server_args, tp_rank))
         self.total_mib = self.node.gpus[self.gpu]["total_mib"]
@@ -134,6 +139,7 @@ class Scheduler:
                 "CUDA_LAUNCH_BLOCKING=1\nCompile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n")
         time.sleep(self.load_seconds * 0.3)
         self.node.allocate(self.gpu, weights - weights // 2)
+        self.weights_mib = weights
         logger.info("Load weight end. elapsed=%.2f s, type=%s, dtype=torch.%s, avail mem=%.2f GB, "
                     "mem usage=%.2f GB.", time.time() - tic, arch, dtype, self._avail_gb(), weights / GIB)
         kv = budget - weights
@@ -161,12 +167,16 @@ class Scheduler:
 
     def info(self) -> dict:
         return {"status": "ready", "max_total_num_tokens": self.max_total_num_tokens,
-                "max_req_input_len": self.server_args.context_length - 1}
+                "max_req_input_len": self.server_args.context_length - 1, "startup_time": self.startup_time,
+                "max_running_requests": self.max_running_requests,
+                "hicache_object_layout": {"enabled": False, "backend": None, "page_size": 1,
+                                          "hicache_object_layout": {"pools": []},
+                                          "reason": "Hierarchical cache is disabled"}}
 
     def event_loop(self, req_reader) -> None:
         """Continuous batching: new requests join the running batch, one token per step each."""
         running, step, stats = [], 0, None
-        while True:
+        while not self.shutdown_requested():
             try:
                 while req_reader.poll(0 if running else 0.2):
                     req = self._prefill(req_reader.recv(), len(running))
@@ -177,6 +187,7 @@ class Scheduler:
             except (EOFError, OSError):
                 logger.debug("Request channel closed; idling.")
                 self.idle()
+                return
             if running:
                 time.sleep(self.token_delay)
                 step += 1
@@ -191,7 +202,7 @@ class Scheduler:
                                 self._tokens(running) / self.max_total_num_tokens,
                                 self.server_args.cuda_graph_backend_decode != "disabled",
                                 len(running) / max(self.token_delay, 1e-3))
-            current = {"num_running_reqs": len(running), "num_queue_reqs": 0,
+            current = {"num_running_reqs": len(running), "num_queue_reqs": 0, "num_used_tokens": self._tokens(running),
                        "token_usage": round(self._tokens(running) / self.max_total_num_tokens, 4),
                        "gen_throughput": len(running) / max(self.token_delay, 1e-3) if running else 0.0}
             if current != stats:
@@ -217,13 +228,38 @@ class Scheduler:
     def _tokens(running: list) -> int:
         return sum(len(r["input_ids"]) + len(r["output_ids"]) for r in running)
 
-    @staticmethod
-    def idle() -> None:
-        while True:
-            time.sleep(3600)
+    def shutdown_requested(self) -> bool:
+        return self.shutdown is not None and self.shutdown.is_set()
+
+    def idle(self) -> None:
+        """Wait for the ShutdownReq (ranks other than 0, and rank 0 once its request channel is gone)."""
+        while not (self.shutdown.wait(3600) if self.shutdown is not None else time.sleep(3600)):
+            pass
+
+    def release(self) -> None:
+        """Free this rank's GPU memory in userspace, as the graceful path of run_scheduler_process does.
+
+        It takes GPUSIM_SGLANG_MEMORY_RELEASE_SECONDS. With the fault hang_in_release the highest
+        rank frees its KV cache, then hangs before it frees the weights: the main process SIGKILLs
+        it at the end of its 15 s wait, and the NVML double then treats what it still held as a
+        dead holder's memory (gpusim/nvml.py Node.used_mib: gone after the double's release lag).
+        """
+        seconds = env_float("GPUSIM_SGLANG_MEMORY_RELEASE_SECONDS", 1.0)
+        if "hang_in_release" in self.faults and self.tp_rank == self.server_args.tp_size - 1:
+            time.sleep(seconds / 2)
+            self.node.free(self.gpu)
+            self.node.allocate(self.gpu, self.weights_mib)
+            while True:
+                time.sleep(3600)
+        time.sleep(seconds)
+        self.node.free(self.gpu)
+        for fd in self.devices:
+            os.close(fd)
+        self.devices = []
 
 
-def run_scheduler_process(server_args, tp_rank: int, ready_writer, req_reader, out_writer, barrier) -> None:
+def run_scheduler_process(server_args, tp_rank: int, ready_writer, req_reader, out_writer, barrier,
+                          shutdown=None) -> None:
     fault_set = faults()
     if "orphan" not in fault_set:
         kill_itself_when_parent_died()
@@ -234,11 +270,13 @@ def run_scheduler_process(server_args, tp_rank: int, ready_writer, req_reader, o
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     parent = os.getppid()
     try:
-        scheduler = Scheduler(server_args, tp_rank, barrier, out_writer, fault_set)
+        scheduler = Scheduler(server_args, tp_rank, barrier, out_writer, fault_set, shutdown)
         ready_writer.send(scheduler.info())
         if tp_rank == 0:
-            scheduler.event_loop(req_reader)
+            scheduler.event_loop(req_reader)  # returns on ShutdownReq
         scheduler.idle()
     except Exception:
         logger.error("Scheduler hit an exception: %s", traceback.format_exc())
         os.kill(parent, signal.SIGQUIT)
+        return
+    scheduler.release()
