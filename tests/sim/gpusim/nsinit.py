@@ -1,10 +1,11 @@
 # Copyright: (c) 2026, gpuops maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""PID 1 of a sandbox (run by unshare, see sandbox.py): builds the private /dev, starts the
-decoy GPU daemons, reports ready, then reaps orphans until the sandbox is killed.
+"""PID 1 of a sandbox (run by unshare, see sandbox.py): builds the private /dev and the PCI
+bus that sysfs shows, starts the decoy GPU daemons, reports ready, then reaps orphans until
+the sandbox is killed.
 
-Usage: nsinit.py CONFIG_JSON, with keys staging, gpus, decoys ({name: [exe, dev...]}), ready.
+Usage: nsinit.py CONFIG_JSON, with keys staging, gpus, pci_gpus, decoys ({name: [exe, dev...]}), ready.
 """
 
 import ctypes
@@ -53,9 +54,30 @@ def build_dev(staging, gpus):
     mount(staging, "/dev", None, MS_MOVE)
 
 
+# Bus numbers of the eight GPUs of an HGX H200 board (as gpusim.nvml.HGX_BUSES).
+HGX_BUSES = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
+
+
+def build_pci(gpus):
+    """A tmpfs over /sys/bus/pci/devices with GPUS NVIDIA 3D controllers (vendor 0x10de, class
+    0x030200), four NVSwitches (bridges, class 0x068000) and a network card, as an HGX board shows."""
+    devices = "/sys/bus/pci/devices"
+    mount("tmpfs", devices, "tmpfs", 0, "mode=755,size=1m")
+    functions = [("0000:%02x:00.0" % (HGX_BUSES[i] if i < len(HGX_BUSES) else 0xE0 + i), "0x10de", "0x030200")
+                 for i in range(gpus)]
+    functions += [("0000:%02x:00.0" % (0x05 + i), "0x10de", "0x068000") for i in range(4)]
+    functions.append(("0000:c1:00.0", "0x15b3", "0x020700"))
+    for address, vendor, klass in functions:
+        os.mkdir(os.path.join(devices, address))
+        for name, value in (("vendor", vendor), ("class", klass)):
+            with open(os.path.join(devices, address, name), "w") as f:
+                f.write(value + "\n")
+
+
 def main():
     config = json.loads(sys.argv[1])
     build_dev(config["staging"], config["gpus"])
+    build_pci(config.get("pci_gpus", config["gpus"]))
     decoys = {}
     for name, argv in sorted(config["decoys"].items()):
         decoys[name] = subprocess.Popen(argv, cwd="/", stdin=subprocess.DEVNULL).pid

@@ -9,7 +9,8 @@ The double (tests/sim/nvml/nvml_double.c) reads the state directory named by GPU
 Layout of the state directory:
     gpus              one line per GPU: index minor uuid bus_id total_mib reserved_mib name
     config            key=value lines (driver_version, release_lag_ms, init_error, no_v2, ...)
-    alloc/G-PID-START MiB allocated on GPU G by PID, whose /proc/PID/stat starttime is START
+    alloc/G-PID-START MiB allocated on GPU G by PID, whose /proc/PID/stat starttime is START;
+                      PID as the node's outermost PID namespace numbers it (NVML lists host PIDs)
     gone/G-PID-START  when a reader first saw that holder gone (realtime ms)
     ghost/G           "pid mib" held on GPU G by a process that no longer exists
     lost/G            present while GPU G is lost
@@ -87,9 +88,34 @@ def load_double() -> None:
     ctypes.CDLL(os.path.join(found[0] if found else lib_dir(), LIB_NAME))
 
 
+def host_proc() -> str:
+    """The /proc of the node's outermost PID namespace: $GPUSIM_HOST_PROC inside a simulated
+    container (which mounts its own /proc over the node's), else /proc."""
+    return os.environ.get("GPUSIM_HOST_PROC") or "/proc"
+
+
+def outer_pid(pid: int = None) -> int:
+    """PID (default: this process) as the outermost PID namespace that /proc shows numbers it.
+
+    The first NSpid entry of /proc/PID/status (Linux 4.1+, proc(5)) is the PID in the namespace
+    of the /proc mount; for this process, the node's /proc is read ($GPUSIM_HOST_PROC), so
+    inside a container it is the node's PID, as the driver would report it.
+    """
+    path = os.path.join(host_proc(), "self", "status") if pid is None else "/proc/%d/status" % pid
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    return int(line.split()[1])
+    except FileNotFoundError:
+        pass    # a process that has exited keeps the number it was given
+    return os.getpid() if pid is None else pid
+
+
 def _proc_stat(pid: int) -> tuple:
-    """State and start time in clock ticks after boot of PID (/proc/PID/stat fields 3 and 22)."""
-    with open("/proc/%d/stat" % pid) as f:
+    """State and start time in clock ticks after boot of PID (/proc/PID/stat fields 3 and 22),
+    read in the node's outermost /proc."""
+    with open(os.path.join(host_proc(), str(pid), "stat")) as f:
         stat = f.read()
     fields = stat[stat.rindex(")") + 2:].split()
     return fields[0], int(fields[19])
@@ -101,7 +127,7 @@ def proc_start_time(pid: int) -> int:
 
 
 def holder_alive(pid: int, start_time: int) -> bool:
-    """As the double decides: PID runs in this process's /proc, is no zombie and started at START_TIME."""
+    """As the double decides: PID runs in the node's outermost /proc, is no zombie and started at START_TIME."""
     try:
         state, started = _proc_stat(pid)
     except (OSError, ValueError, IndexError):
@@ -184,13 +210,14 @@ class Node:
     def allocate(self, gpu_index: int, mib: int, pid: int = None, start_time: int = None) -> str:
         """Register MIB held on GPU_INDEX by PID (default: this process); adds to what it holds.
 
-        PID is read in this process's /proc: for a PID of a sandbox use Sandbox.allocate.
+        PID is read in this process's /proc (for a PID of a sandbox use Sandbox.allocate) and
+        recorded as the outermost PID namespace of that /proc numbers it, as NVML lists it.
 
         START_TIME (default: PID's own) other than PID's makes an allocation of an earlier
         process that had the same PID: it never counts for the process that has it now.
         """
         self._check_gpu(gpu_index)
-        pid = os.getpid() if pid is None else pid
+        pid = outer_pid(pid)
         key = "%d-%d-%d" % (gpu_index, pid, proc_start_time(pid) if start_time is None else start_time)
         path = self._path("alloc", key)
         held = 0
@@ -203,7 +230,7 @@ class Node:
 
     def free(self, gpu_index: int, pid: int = None) -> None:
         """Drop what PID (default: this process) holds on GPU_INDEX."""
-        pid = os.getpid() if pid is None else pid
+        pid = outer_pid(pid)
         prefix = "%d-%d-" % (gpu_index, pid)
         for sub in ("alloc", "gone"):
             for name in os.listdir(self._path(sub)):

@@ -4,8 +4,12 @@
 """A simulated GPU node on this machine: PID and mount namespaces of its own.
 
 Inside, /dev is private (null, zero, random, urandom, tty, full, pts, shm and fake
-/dev/nvidia* files), the decoy daemons nvidia-persistenced and nv-hostengine hold
-/dev/nvidiactl open, and no host process can be seen or signalled. The network is the host's.
+/dev/nvidia* files), sysfs shows the node's GPUs on the PCI bus, the decoy daemons
+nvidia-persistenced and nv-hostengine hold /dev/nvidiactl open, and no host process can be
+seen or signalled. The network is the host's. The sandbox's PID namespace plays the host's:
+GPUOPS_HOST_PIDNS names it to the modules, and NVML's PIDs are numbered in it.
+
+Sandbox.container() starts a process in a nested PID namespace, a container on the node.
 
     with Sandbox(workdir, gpus=8) as sb:
         sb.run(["pgrep", "-af", "sglang"])
@@ -76,9 +80,11 @@ class SandboxError(RuntimeError):
 class Sandbox:
     """A simulated GPU node in its own PID and mount namespaces, state in WORKDIR/state."""
 
-    def __init__(self, workdir: str, gpus: int = 8, decoys: bool = True, detach: bool = False, **node_kwargs):
+    def __init__(self, workdir: str, gpus: int = 8, decoys: bool = True, detach: bool = False, pci_gpus: int = None,
+                 **node_kwargs):
         self.workdir = os.path.abspath(workdir)
         self.gpus = gpus
+        self.pci_gpus = gpus if pci_gpus is None else pci_gpus
         self.with_decoys = decoys
         self.detach = detach
         self.node_kwargs = node_kwargs
@@ -87,6 +93,7 @@ class Sandbox:
         self.node = None
         self.decoys = {}
         self.init_pid = None  # host PID of the namespace's init
+        self.pid_namespace = None  # pid:[INODE] of the sandbox's PID namespace
         self._init_start = None
         self._unshare = None
 
@@ -111,7 +118,8 @@ class Sandbox:
         ready = os.path.join(self.workdir, "ready.json")
         if os.path.exists(ready):
             os.unlink(ready)
-        config = {"staging": os.path.join(self.workdir, "dev"), "gpus": self.gpus, "decoys": decoys, "ready": ready}
+        config = {"staging": os.path.join(self.workdir, "dev"), "gpus": self.gpus, "pci_gpus": self.pci_gpus,
+                  "decoys": decoys, "ready": ready}
         argv = ["unshare", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "--propagation", "private",
                 sys.executable, os.path.join(os.path.dirname(__file__), "nsinit.py"), json.dumps(config)]
         log = open(os.path.join(self.workdir, "sandbox.log"), "ab")
@@ -131,6 +139,7 @@ class Sandbox:
         with open("/proc/%d/task/%d/children" % (self._unshare.pid, self._unshare.pid)) as f:
             self.init_pid = int(f.read().split()[0])
         self._init_start = _start_time(self.init_pid)
+        self.pid_namespace = os.readlink("/proc/%d/ns/pid" % self.init_pid)
         self._write_wrapper()
         self._write_info()
         return self
@@ -144,6 +153,7 @@ class Sandbox:
         sb.node = nvml.Node(sb.state_dir)
         sb.decoys = info["decoys"]
         sb.init_pid, sb._init_start = info["init_pid"], info["init_start_time"]
+        sb.pid_namespace = info["pid_namespace"]
         return sb
 
     @property
@@ -174,7 +184,8 @@ class Sandbox:
         base = dict(os.environ if env is None else env)
         path = os.pathsep.join([os.path.dirname(VENV_PYTHON), os.path.join(STANDIN_DIR, "bin"),
                                 os.environ.get("PATH", os.defpath)])
-        values = {"GPUSIM_STATE": self.state_dir, "LD_LIBRARY_PATH": nvml.lib_dir(), "PATH": path}
+        values = {"GPUSIM_STATE": self.state_dir, "LD_LIBRARY_PATH": nvml.lib_dir(), "PATH": path,
+                  "GPUOPS_HOST_PIDNS": self.pid_namespace}
         if env is None:
             base.update(values)
         else:
@@ -198,6 +209,18 @@ class Sandbox:
         return subprocess.run(self.command(argv, kwargs.pop("cwd", None)), env=self.env(env), timeout=timeout,
                               check=check, **kwargs)
 
+    def container(self, argv, name: str, env: dict = None, **kwargs) -> subprocess.Popen:
+        """Run ARGV in a container on the node: a nested PID namespace with its own /proc (the
+        node's /proc stays reachable at GPUSIM_HOST_PROC, for the NVML double only) and its own
+        mount namespace; a shell is the container's init. NAME names its directory."""
+        outer = os.path.join(self.workdir, "containers", name, "node-proc")
+        os.makedirs(outer, exist_ok=True)
+        script = 'mount --bind /proc "$0" && mount -t proc proc /proc && "$@" & wait'
+        wrapped = ["unshare", "--pid", "--fork", "--kill-child", "--mount", "--propagation", "private",
+                   "sh", "-c", script, outer] + list(argv)
+        env = dict(env or {}, GPUSIM_HOST_PROC=outer)
+        return self.popen(wrapped, env=env, **kwargs)
+
     def allocate(self, gpu_index: int, mib: int, pid: int) -> None:
         """node.allocate for PID of the sandbox's namespace (its start time is read inside)."""
         self.run([VENV_PYTHON, "-m", "gpusim.nvml", "--state", self.state_dir, "allocate", str(gpu_index), str(mib),
@@ -219,6 +242,7 @@ class Sandbox:
             'export LD_LIBRARY_PATH=%s"${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"' % q(nvml.lib_dir()),
             'export PATH=%s:%s:"$PATH"' % (q(os.path.dirname(VENV_PYTHON)), q(os.path.join(STANDIN_DIR, "bin"))),
             'export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}"%s:%s' % (q(STANDIN_DIR), q(nvml.SIM_DIR)),
+            "export GPUOPS_HOST_PIDNS=%s" % q(self.pid_namespace),
             'exec nsenter -t %d -p -m --wd="$(pwd)" -- %s "$@"' % (self.init_pid, q(VENV_PYTHON)),
         ]
         script = "\n".join(lines) + "\n"
@@ -230,6 +254,7 @@ class Sandbox:
 
     def _write_info(self) -> None:
         info = {"workdir": self.workdir, "gpus": self.gpus, "init_pid": self.init_pid,
+                "pid_namespace": self.pid_namespace,
                 "init_start_time": self._init_start, "python": self.python, "state_dir": self.state_dir,
                 "decoys": self.decoys, "env": self.env({})}
         tmp = os.path.join(self.workdir, INFO_FILE + ".tmp")

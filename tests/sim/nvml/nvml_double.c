@@ -18,8 +18,11 @@
  *   lost/G            present while GPU G is lost
  *
  * The state is read again on every call, so a test can change it under a running client.
- * An allocation counts while its process is alive in the caller's /proc, is not a zombie
- * and has the recorded start time; once seen gone it still counts for release_lag_ms.
+ * PIDs are those of the node's outermost PID namespace, as the driver reports host PIDs:
+ * an allocation made in a nested namespace (a container) is recorded under its outer PID
+ * (gpusim/nvml.py reads it from NSpid). An allocation counts while its process is alive in
+ * that namespace's /proc ($GPUSIM_HOST_PROC inside a container, else /proc), is not a
+ * zombie and has the recorded start time; once seen gone it still counts for release_lag_ms.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -167,16 +170,23 @@ static long long now_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* 1 when PID runs in the caller's /proc, is no zombie and started at START. */
+/* The /proc of the node's outermost PID namespace, where NVML's PIDs are numbered. */
+static const char *host_proc(void)
+{
+    const char *root = getenv("GPUSIM_HOST_PROC");
+    return root && *root ? root : "/proc";
+}
+
+/* 1 when PID runs in the node's outermost /proc, is no zombie and started at START. */
 static int holder_alive(unsigned int pid, unsigned long long start)
 {
-    char path[64], buf[1024], *p;
+    char path[4200], buf[1024], *p;
     unsigned long long field = 0;
     char state;
     ssize_t n;
     int fd, i;
 
-    snprintf(path, sizeof path, "/proc/%u/stat", pid);
+    snprintf(path, sizeof path, "%s/%u/stat", host_proc(), pid);
     if ((fd = open(path, O_RDONLY)) < 0)
         return 0;
     n = read(fd, buf, sizeof buf - 1);
@@ -406,13 +416,13 @@ EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *version)
 
 EXPORT nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char *name, unsigned int length)
 {
-    char path[64], buf[256] = "";
+    char path[4200], buf[256] = "";
     FILE *f;
     if (!init_refs)
         return NVML_ERROR_UNINITIALIZED;
     if (!name || !length)
         return NVML_ERROR_INVALID_ARGUMENT;
-    snprintf(path, sizeof path, "/proc/%u/comm", pid);
+    snprintf(path, sizeof path, "%s/%u/comm", host_proc(), pid);
     if (!(f = fopen(path, "r")))
         return NVML_ERROR_NOT_FOUND;
     if (!fgets(buf, sizeof buf, f))
