@@ -92,7 +92,7 @@ class TokenizerManager:
         state = {"rid": rid, "event": threading.Event(), "out": None, "created": time.time()}
         with self.state_lock:
             if rid in self.rid_to_state:
-                raise ValueError("Duplicate request ID: %s" % rid)
+                raise ValueError("Duplicate request ID detected: %s" % rid)
             self.rid_to_state[rid] = state
         try:
             with self.send_lock:
