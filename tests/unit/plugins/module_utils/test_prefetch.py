@@ -91,8 +91,8 @@ def test_find_files_matches_names_sorted_and_recurses_on_request(tmp_path):
         (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_bytes(b'x' * 3)
     found = find_files(str(tmp_path), ['*.safetensors'], recurse=True)
-    assert [os.path.relpath(p, str(tmp_path)) for p, dummy in found] == ['a.safetensors', 'b.safetensors',
-                                                                       'sub/c.safetensors']
+    names = [os.path.relpath(p, str(tmp_path)) for p, dummy in found]
+    assert names == ['a.safetensors', 'b.safetensors', 'sub/c.safetensors']
     assert [s for dummy, s in found] == [3, 3, 3]
     assert len(find_files(str(tmp_path), ['*.safetensors'], recurse=False)) == 2
     assert find_files(str(tmp_path / 'config.json'), ['*.safetensors'], recurse=False) == [

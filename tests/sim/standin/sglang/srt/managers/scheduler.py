@@ -12,6 +12,7 @@ and the finally of run_scheduler_process).
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 import signal
@@ -130,6 +131,7 @@ class Scheduler:
         dtype = args.hf_config.get("torch_dtype", "bfloat16") if args.dtype == "auto" else args.dtype
         logger.info("Load weight begin. avail mem=%.2f GB", self._avail_gb())
         tic = time.time()
+        self._read_weights()
         time.sleep(self.load_seconds * 0.3)
         self.node.allocate(self.gpu, weights // 2)
         if "crash_on_load" in self.faults and self.tp_rank == 0:
@@ -164,6 +166,26 @@ class Scheduler:
                     "max_running_requests=%d, context_len=%d, available_gpu_mem=%.2f GB",
                     self.max_total_num_tokens, args.chunked_prefill_size, args.max_prefill_tokens,
                     self.max_running_requests, args.context_length, self._avail_gb())
+
+    def _read_weights(self) -> int:
+        """Read this rank's share of the model's *.safetensors shards from disk; return the bytes read.
+
+        SGLang's loader reads the checkpoint's safetensors files at every start
+        (model_loader/loader.py DefaultModelLoader, model_loader/weight_utils.py
+        safetensors_weights_iterator), so the load is as fast as the disk, or the page cache.
+        Here the ranks share the files (rank r reads shards r, r + tp_size, ...), as 0.5.23's
+        _prefetch_all_checkpoints splits them across local ranks: a node reads its checkpoint once.
+        """
+        shards = sorted(glob.glob(os.path.join(self.server_args.model_path, "*.safetensors")))
+        buf = bytearray(8 << 20)
+        total = 0
+        for path in shards[self.tp_rank::self.server_args.tp_size]:
+            with open(path, "rb", buffering=0) as f:
+                n = f.readinto(buf)
+                while n:
+                    total += n
+                    n = f.readinto(buf)
+        return total
 
     def info(self) -> dict:
         return {"status": "ready", "max_total_num_tokens": self.max_total_num_tokens,
