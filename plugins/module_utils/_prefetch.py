@@ -61,7 +61,7 @@ def read_meminfo(path='/proc/meminfo'):
     values = {}
     with open(path) as f:
         for line in f:
-            key, _, rest = line.partition(':')
+            key, dummy, rest = line.partition(':')
             fields = rest.split()
             if fields:
                 values[key] = int(fields[0]) * (1024 if fields[1:] == ['kB'] else 1)
@@ -149,7 +149,7 @@ class Prefetcher:
                     for start in range(0, size, WINDOW):
                         length = min(WINDOW, size - start)
                         ranges += self.cache.missing(f.fileno(), start, length)
-            missing = sum(n for _, n in ranges)
+            missing = sum(n for dummy, n in ranges)
             plan.append({'path': path, 'size': size, 'resident': size - missing, 'ranges': ranges})
         return plan
 

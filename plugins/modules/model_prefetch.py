@@ -70,7 +70,7 @@ attributes:
       - A run after a run that read everything finds the files in memory and reads nothing, unless the kernel
         has evicted pages in between.
 notes:
-  - The files are read, not locked in memory: under memory pressure the kernel may evict the pages again before
+  - The files are read, not locked in memory; under memory pressure the kernel may evict the pages again before
     the server loads them. Run the prefetch shortly before the restart.
   - SGLang 0.5.23 can itself prefetch while loading (C(--weight-loader-prefetch-checkpoints)) and drop the pages
     after loading (C(--weight-loader-drop-cache-after-load)); with the latter set, the cache is cold at every

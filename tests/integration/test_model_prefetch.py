@@ -102,8 +102,8 @@ for root, dirs, names in os.walk(sys.argv[1]):
 
 def resident_bytes(path):
     """Bytes of PATH in memory, read through mincore() by the module's own reader."""
-    spec = importlib.util.spec_from_file_location("_prefetch", os.path.join(REPO_ROOT, "plugins", "module_utils",
-                                                                           "_prefetch.py"))
+    path = os.path.join(REPO_ROOT, "plugins", "module_utils", "_prefetch.py")
+    spec = importlib.util.spec_from_file_location("_prefetch", path)
     prefetch = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(prefetch)
     size = os.path.getsize(path)
