@@ -14,7 +14,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPO = os.path.dirname(BENCH)
@@ -28,11 +27,9 @@ RECOMMENDED_CFG = os.path.join(BENCH, "ansible.cfg")
 if SIM not in sys.path:
     sys.path.insert(0, SIM)
 
-from gpusim.net import free_port  # noqa: E402
-from gpusim.sandbox import Sandbox  # noqa: E402
-from gpusim.standin import make_model_dir  # noqa: E402
+from gpusim.fleet import Fleet, SimNode, collections_path  # noqa: E402
+from gpusim.sandbox import Sandbox  # noqa: E402,F401  (detect and scancost take it from here)
 
-MODEL = os.path.join("models", "Llama-3.3-70B-Instruct")   # under the node's workdir: config.json only
 SERVER_LOG = os.path.join("log", "sglang", "server.log")   # under the node's workdir
 # What an operator's unrelated Python job looks like (killed by `ps aux | grep python3 | ... kill -9`).
 JOB = "import time\nwhile True:\n    time.sleep(1)\n"
@@ -54,16 +51,6 @@ def ratio(a, b):
 def log(msg):
     sys.stderr.write("bench: %s\n" % msg)
     sys.stderr.flush()
-
-
-def collections_path():
-    """A collections root holding this checkout as gpuops.host (a symlink, never stale)."""
-    root = os.path.join(WORK, "collections")
-    link = os.path.join(root, "ansible_collections", "gpuops", "host")
-    if not os.path.islink(link):
-        os.makedirs(os.path.dirname(link), exist_ok=True)
-        os.symlink(REPO, link)
-    return root
 
 
 def default_cfg():
@@ -116,17 +103,6 @@ class Ansible:
         return time.monotonic() - start, out
 
 
-def write_inventory(path, nodes, hostvars=None):
-    """An INI inventory: one host per node, connection local, the node's Python as interpreter."""
-    lines = ["[gpu_nodes]"]
-    for name, node in nodes.items():
-        extra = "".join(" %s=%s" % kv for kv in sorted((hostvars or {}).get(name, {}).items()))
-        lines.append("%s ansible_connection=local ansible_python_interpreter=%s%s" % (name, node.sb.python, extra))
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    return path
-
-
 class Watch:
     """The independent NVML poller inside a node: records when all GPUs are at baseline."""
 
@@ -175,79 +151,56 @@ class Watch:
             self.proc.kill()
 
 
-class SimNode:
-    """A sandboxed 8-GPU node: optional SGLang stand-in at TP=8, decoys, NVML poller."""
+class TrialNode(SimNode):
+    """The node of a stop trial: the shared simulated node (gpusim.fleet.SimNode) with what the
+    stop and overhead measurements need:
+SGLang at TP=GPUS started by hand with `sglang serve`, an operator's
+    unrelated jobs beside it, the independent NVML poller, and a census of what a stop left behind."""
 
     def __init__(self, workdir, server=True, faults=(), watchdog=5.0, load_seconds=0.2, decoys=True, gpus=8,
-                 port=None):
-        self.workdir = workdir
-        self.server = server
-        self.faults = faults
-        self.watchdog = watchdog
-        self.load_seconds = load_seconds
-        self.with_decoys = decoys
-        self.gpus = gpus
-        self.port = port or free_port()
-        self.sb = Sandbox(workdir, gpus=gpus, decoys=decoys)
+                 name="node"):
+        env = {"GPUSIM_SGLANG_LOAD_SECONDS": str(load_seconds), "GPUSIM_SGLANG_WARMUP_SECONDS": "0.2",
+               "GPUSIM_SGLANG_WATCHDOG_INTERVAL": str(watchdog)}
+        if faults:
+            env["GPUSIM_SGLANG_FAULTS"] = ",".join(faults)
+        super().__init__(workdir, gpus=gpus, name=name, server_env=env, decoys=decoys)
+        self.with_server = server
+        self.with_jobs = decoys
         self.decoys = {}          # label -> ns pid
         self.server_pids = []     # the server's process tree (ns pids) once it is up
-        self.model = None
         self.watch = None
-        self._procs = []
+        self._jobs = []
+
+    @property
+    def sb(self):
+        return self.sandbox
 
     def __enter__(self):
-        os.makedirs(self.workdir, exist_ok=True)
-        self.sb.start()
+        super().__enter__()
         try:
-            if self.with_decoys:
-                self.decoys.update(self.sb.decoys)
-            if self.server:
-                self.start_server()
-            if self.with_decoys:
-                self._start_decoys()
-            self.watch = Watch(self.sb)
-            if self.server and self.watch.dirty_gpus != self.gpus:
+            self.decoys.update(self.sandbox.decoys)
+            if self.with_server:
+                self.start_server(["--tp-size", str(self.gpus), "--host", "127.0.0.1"], serve=True)
+                self.server_pids = sorted(p["pid"] for p in self.server.tree())
+            if self.with_jobs:
+                self._start_jobs()
+            self.watch = Watch(self.sandbox)
+            if self.with_server and self.watch.dirty_gpus != self.gpus:
                 raise RuntimeError("server up but NVML shows %d of %d GPUs in use" % (self.watch.dirty_gpus, self.gpus))
         except BaseException:
-            self.close()
+            self.__exit__()
             raise
         return self
 
     def __exit__(self, *exc):
-        self.close()
-
-    def close(self):
         if self.watch:
             self.watch.close()
-        self.sb.close()
-        for p in self._procs:
+        super().__exit__(*exc)
+        for p in self._jobs:
             p.wait(5)
 
-    def server_env(self, extra=None):
-        env = {"GPUSIM_SGLANG_LOAD_SECONDS": str(self.load_seconds), "GPUSIM_SGLANG_WARMUP_SECONDS": "0.2",
-               "GPUSIM_SGLANG_WATCHDOG_INTERVAL": str(self.watchdog)}
-        if self.faults:
-            env["GPUSIM_SGLANG_FAULTS"] = ",".join(self.faults)
-        env.update(extra or {})
-        return env
-
-    def start_server(self, timeout=60):
-        logfile = os.path.join(self.workdir, SERVER_LOG)
-        os.makedirs(os.path.dirname(logfile), exist_ok=True)
-        self.model = make_model_dir(os.path.join(self.workdir, MODEL))
-        argv = ["sglang", "serve", "--model-path", self.model, "--tp-size", str(self.gpus), "--host", "127.0.0.1",
-                "--port", str(self.port)]
-        env = dict((k, v) for k, v in os.environ.items() if k != "PATH")   # the node's PATH finds `sglang`
-        with open(logfile, "ab") as out:
-            server = self.sb.popen(argv, env=dict(env, **self.server_env()), cwd="/", stdin=subprocess.DEVNULL,
-                                   stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        self._procs.append(server)
-        wait_http("http://127.0.0.1:%d/health" % self.port, timeout, server, logfile)
-        table = self.sb.procs()
-        main = [p["pid"] for p in table if "serve" in p["cmdline"] and "--port" in p["cmdline"]]
-        self.server_pids = sorted(descendants(table, main))
-
-    def _start_decoys(self):
+    def _start_jobs(self):
+        """What runs beside the server on a shared node: a Python job and a `tail -f` of the server log."""
         jobs = os.path.join(self.workdir, "jobs")
         os.makedirs(jobs, exist_ok=True)
         with open(os.path.join(jobs, "prep_dataset.py"), "w") as f:
@@ -258,65 +211,28 @@ class SimNode:
         starts = {"python3 job": ["/usr/bin/python3", os.path.join(jobs, "prep_dataset.py")],
                   "tail -f server.log": ["tail", "-f", logfile]}
         for argv in starts.values():
-            self._procs.append(self.sb.popen(argv, cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                             stderr=subprocess.DEVNULL, start_new_session=True))
+            self._jobs.append(self.sandbox.popen(argv, cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                                 stderr=subprocess.DEVNULL, start_new_session=True))
         deadline = time.monotonic() + 20
-        while len(self.decoys) < len(self.sb.decoys) + len(starts):
+        while len(self.decoys) < len(self.sandbox.decoys) + len(starts):
             if time.monotonic() > deadline:
-                raise RuntimeError("decoys did not start: %s" % self.decoys)
-            for p in self.sb.procs():
+                raise RuntimeError("jobs did not start: %s" % self.decoys)
+            for p in self.sandbox.procs():
                 for label, argv in starts.items():
                     if p["cmdline"] == argv:
                         self.decoys[label] = p["pid"]
             time.sleep(0.05)
 
-    def host_vars(self):
-        """Where this node keeps the roles' state and host lock (the sandboxes share one file system)."""
-        os.makedirs(os.path.join(self.workdir, "run"), exist_ok=True)
-        return {"fleet_run_lock_path": os.path.join(self.workdir, "run", "gpuops.lock"),
-                "sglang_stop_state_dir": os.path.join(self.workdir, "var", "lib", "gpuops"),
-                "sglang_launch_state_dir": os.path.join(self.workdir, "var", "lib", "gpuops")}
-
-    def inventory(self, name="node"):
-        return write_inventory(os.path.join(self.workdir, "inventory.ini"), {name: self}, {name: self.host_vars()})
+    def inventory(self):
+        """An inventory of this node alone, with the roles' default timings."""
+        return Fleet(self.workdir, [self], fast=False).inventory
 
     def census(self):
         """After a stop: server processes left (alive, zombies) and decoys that died."""
-        table = dict((p["pid"], p) for p in self.sb.procs())
+        table = dict((p["pid"], p) for p in self.sandbox.procs())
         left = [table[pid] for pid in self.server_pids if pid in table]
         dead = sorted(label for label, pid in self.decoys.items()
                       if pid not in table or table[pid]["state"] in ("Z", "X"))
         return {"server_left": [p["pid"] for p in left if p["state"] != "Z"],
                 "zombies": [p["pid"] for p in left if p["state"] == "Z"],
                 "decoys_killed": dead}
-
-
-def descendants(table, roots):
-    children = {}
-    for p in table:
-        children.setdefault(p["ppid"], []).append(p["pid"])
-    found, stack = set(), list(roots)
-    while stack:
-        pid = stack.pop()
-        if pid not in found:
-            found.add(pid)
-            stack.extend(children.get(pid, []))
-    return found
-
-
-def wait_http(url, timeout, proc, logfile):
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with opener.open(url, timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            with open(logfile, errors="replace") as f:
-                tail = f.read()[-1500:]
-            raise RuntimeError("%s did not answer 200 (server %s):\n%s" % (
-                url, "exited" if proc.poll() is not None else "not up within %d s" % timeout, tail))
-        time.sleep(0.1)

@@ -10,7 +10,7 @@ import json
 import os
 import statistics
 
-from .common import RECOMMENDED_CFG, REPO, SIM, VENV_PYTHON, WORK, Ansible, SimNode, log, summary
+from .common import RECOMMENDED_CFG, REPO, WORK, Ansible, TrialNode, log, summary
 
 PLAYBOOK = os.path.join(REPO, "playbooks", "restart_extraction.yml")
 DEFINITION = (
@@ -41,29 +41,13 @@ RESULT_PLAY = """\
 
 
 def host_vars(node):
-    """Each node's own port, paths and lock; timings are the roles' defaults but the model load."""
-    values = node.host_vars()
-    os.makedirs(os.path.join(node.workdir, "dumps"), exist_ok=True)
-    values.update({
-        "sglang_launch_python": VENV_PYTHON,
-        "sglang_launch_pythonpath": [os.path.join(SIM, "standin")],
-        "sglang_launch_model_path": node.model,
-        "sglang_launch_port": node.port,
-        "sglang_launch_supervisor": "process",
-        "sglang_launch_log_dir": os.path.join(node.workdir, "var", "log"),
-        "sglang_launch_dump_root": os.path.join(node.workdir, "dumps"),
-        "sglang_launch_dump_min_free_gb": 0.01,
-        "sglang_launch_environment": node.server_env(),
-        "sglang_launch_server_args": {"tp_size": node.gpus, "enable_metrics": True},
-    })
-    return values
+    """Each node's own port, paths and lock (gpusim.fleet); timings are the roles' defaults but the model load."""
+    return node.host_vars(fast=False, sglang_launch_server_args={"tp_size": node.gpus, "enable_metrics": True})
 
 
 def _inventory(path, nodes):
     with open(path, "w") as f:
-        json.dump({"gpu_nodes": {"hosts": dict((name, dict(host_vars(node), ansible_connection="local",
-                                                           ansible_python_interpreter=node.sb.python))
-                                               for name, node in nodes.items())}}, f, indent=1)
+        json.dump({"gpu_nodes": {"hosts": dict((name, host_vars(node)) for name, node in nodes.items())}}, f, indent=1)
     return path
 
 
@@ -83,7 +67,7 @@ def run(rounds, sizes=(1, 2, 4, 8), compare=(8,)):
         nodes = {}
         for i in range(max(sizes)):
             name = "gpu%02d" % (i + 1)
-            node = SimNode(os.path.join(WORK, "nodes", "fleet-" + name), decoys=False, watchdog=5.0)
+            node = TrialNode(os.path.join(WORK, "nodes", "fleet-" + name), decoys=False, watchdog=5.0, name=name)
             nodes[name] = stack.enter_context(node)
         log("fleet: %d nodes up" % len(nodes))
         n_run = 0
@@ -95,7 +79,7 @@ def run(rounds, sizes=(1, 2, 4, 8), compare=(8,)):
                     subset = dict(list(nodes.items())[:n])
                     for node in subset.values():    # no record: the roles find the running server by pattern
                         with contextlib.suppress(FileNotFoundError):
-                            os.unlink(os.path.join(node.host_vars()["sglang_stop_state_dir"], "server.json"))
+                            os.unlink(os.path.join(node.state_dir, "server.json"))
                     inventory = _inventory(os.path.join(WORK, "fleet-inventory-%d.json" % n), subset)
                     results_file = os.path.join(WORK, "fleet-results.json")
                     with contextlib.suppress(FileNotFoundError):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from .common import RECOMMENDED_CFG, WORK, Ansible, SimNode, log, summary
+from .common import RECOMMENDED_CFG, WORK, Ansible, TrialNode, log, summary
 
 CALLS = {
     "gpu_reap (finds nothing)": ("gpu_reap", {"presets": ["sglang"], "device_holders": True}),
@@ -23,7 +23,7 @@ DEFINITION = (
 def run(rounds):
     configs = {"defaults": Ansible(), "recommended": Ansible(RECOMMENDED_CFG)}
     samples = dict(((c, k), {"wall": [], "elapsed": []}) for c in configs for k in CALLS)
-    with SimNode(os.path.join(WORK, "nodes", "overhead"), server=False) as node:
+    with TrialNode(os.path.join(WORK, "nodes", "overhead"), server=False) as node:
         inventory = node.inventory()
         for r in range(rounds):
             order = [(c, k) for c in configs for k in CALLS]

@@ -9,7 +9,7 @@ import json
 import os
 import time
 
-from .common import AGENTS, RECOMMENDED_CFG, REPO, WORK, Ansible, SimNode, log, ratio, summary
+from .common import AGENTS, RECOMMENDED_CFG, REPO, WORK, Ansible, TrialNode, log, ratio, summary
 
 HAND_A = ('pkill -f "sglang"; sleep 2; ps aux | grep python3 | grep -v grep | awk \'{print $2}\' | xargs -r kill -9; '
           'sleep 1; fuser -k /dev/nvidia*; sleep 2; python %s --once\n' % os.path.join(AGENTS, "nvml_watch.py"))
@@ -44,7 +44,7 @@ DEFINITION = (
 
 
 def _trial(method, variant, workdir, ansible, watchdog):
-    with SimNode(workdir, faults=VARIANTS[variant], watchdog=watchdog) as node:
+    with TrialNode(workdir, faults=VARIANTS[variant], watchdog=watchdog) as node:
         inventory = node.inventory()
         script = os.path.join(workdir, "procedure.sh")
         with open(script, "w") as f:

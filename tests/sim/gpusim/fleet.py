@@ -84,8 +84,19 @@ class SimNode:
     def __exit__(self, *exc) -> None:
         self.sandbox.close()
 
-    def host_vars(self, **extra) -> dict:
-        """Inventory variables of this node; EXTRA wins."""
+    # Short waits for tests. Without them (fast=False: bench, playground) the roles' defaults apply.
+    FAST_TIMINGS = {
+        "sglang_launch_ready_timeout": 60,
+        "sglang_launch_ready_interval": 0.1,
+        "sglang_stop_drain_interval": 1,
+        "sglang_stop_term_timeout": 5,
+        "sglang_stop_kill_timeout": 5,
+        "gpu_clean_verify_timeout": 10,
+        "gpu_clean_poll_interval": 0.1,
+    }
+
+    def host_vars(self, fast: bool = True, **extra) -> dict:
+        """Inventory variables of this node (its own port, paths and lock); EXTRA wins."""
         values = {
             "ansible_connection": "local",
             "ansible_python_interpreter": self.sandbox.python,
@@ -101,15 +112,10 @@ class SimNode:
             "sglang_launch_dump_min_free_gb": 0.01,
             "sglang_launch_environment": self.server_env,
             "sglang_launch_server_args": {"tp_size": 2, "enable_metrics": True},
-            "sglang_launch_ready_timeout": 60,
-            "sglang_launch_ready_interval": 0.1,
-            "sglang_stop_drain_interval": 1,
-            "sglang_stop_term_timeout": 5,
-            "sglang_stop_kill_timeout": 5,
-            "gpu_clean_verify_timeout": 10,
-            "gpu_clean_poll_interval": 0.1,
             "gpuops_lock_dir": self.lock_path,
         }
+        if fast:
+            values.update(self.FAST_TIMINGS)
         values.update(extra)
         return values
 
