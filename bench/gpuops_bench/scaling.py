@@ -1,0 +1,155 @@
+# Copyright: (c) 2026, gpuops maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Fleet scaling with the controller as the only bottleneck: restart_extraction.yml over 1, 8, 16 and
+32 light nodes (one process per node: gpusim.lightnode), and Ansible settings compared on the
+largest fleet."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+
+from .common import RECOMMENDED_CFG, WORK, log, ratio, summary
+from .nodes import BenchFleet, BenchNode
+
+PLAYBOOK = "restart_serving.yml"
+# Settings compared against bench/ansible.cfg (forks 32, pipelining, gathering explicit), as
+# environment overrides of it; 'defaults' is an empty ansible.cfg.
+SETTINGS = {
+    "recommended": {},
+    "no pipelining": {"ANSIBLE_PIPELINING": "false"},
+    "forks 8": {"ANSIBLE_FORKS": "8"},
+    "strategy free": {"ANSIBLE_STRATEGY": "free"},
+    "defaults": None,
+}
+DEFINITION = (
+    "N light nodes (gpusim.lightnode: one process per node with the stand-in's parser, endpoints, memory on 8 "
+    "GPUs registered with the NVML double and SGLang 0.5.23's shutdown pace: 5 s watchdog wake-up, ~1 s release), "
+    "each a sandbox of its own, in one gpu_nodes group; one run of playbooks/{playbook} with "
+    "gpuops_canary=false (all N in one batch) restarts every node into serving mode (extraction mode checks that "
+    "every scheduler process sees the dump directory, and a light node has no scheduler processes). Wall time of "
+    "ansible-playbook; controller CPU = CPU seconds of the ansible-playbook process tree (getrusage, children) "
+    "less the CPU of the nodes' Python interpreters (each wrapped to add its own `times`); per node = / N. "
+    "Settings: bench/ansible.cfg "
+    "(recommended) and overrides of it; 'defaults' = an empty ansible.cfg.")
+
+
+def _start_all(nodes):
+    errors = []
+
+    def start(node):
+        try:
+            node.start()
+        except Exception as e:  # pylint: disable=broad-except
+            errors.append("%s: %s" % (node.name, e))
+
+    threads = [threading.Thread(target=start, args=(n,)) for n in nodes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise RuntimeError("light servers did not start: %s" % "; ".join(errors)[:3000])
+
+
+def _one(fleet, n, setting, tag):
+    overrides = SETTINGS[setting]
+    fleet.config = RECOMMENDED_CFG if overrides is not None else default_cfg()
+    fleet.extra_env = overrides or {}
+    result = fleet.run(PLAYBOOK, {"gpuops_canary": "false"}, tag=tag)
+    row = {"nodes": n, "setting": setting, "rc": result["rc"], "wall": round(result["wall"], 3),
+           "controller_cpu": round(result["controller_cpu"], 3), "node_cpu": round(result["node_cpu"], 3),
+           "cpu": round(result["cpu"], 3)}
+    if result["rc"] != 0:
+        row["output_tail"] = result["output"][-3000:]
+    return row
+
+
+def default_cfg():
+    from .common import default_cfg as make
+
+    return make()
+
+
+def run(rounds=1, sizes=(1, 8, 16, 32), compare_at=None, settings=None):
+    compare_at = compare_at or max(sizes)
+    settings = [s for s in SETTINGS if settings is None or s in settings]
+    samples = []
+    with contextlib.ExitStack() as stack:
+        nodes = []
+        for i in range(max(sizes)):
+            node = BenchNode(os.path.join(WORK, "nodes", "light%02d" % (i + 1)), light=True)
+            nodes.append(stack.enter_context(node))
+        _start_all(nodes)
+        log("scaling: %d light nodes up" % len(nodes))
+        for r in range(rounds):
+            plan = [(n, "recommended") for n in sizes] + [(compare_at, s) for s in settings if s != "recommended"]
+            if r % 2:
+                plan.reverse()
+            for n, setting in plan:
+                fleet = BenchFleet(os.path.join(WORK, "scaling-%d" % n), nodes[:n])
+                row = _one(fleet, n, setting, "%d-%s-%d" % (n, setting.replace(" ", "_"), r))
+                samples.append(row)
+                log("scaling: %2d nodes, %-14s round %d: %s" % (n, setting, r + 1, "rc %d" % row["rc"] if row["rc"]
+                    else "%.1f s wall, controller %.1f CPU s (%.2f per node), nodes %.1f CPU s" % (
+                        row["wall"], row["controller_cpu"], row["controller_cpu"] / n, row["node_cpu"])))
+    rows = []
+    for key in sorted({(s["nodes"], s["setting"]) for s in samples}):
+        ss = [s for s in samples if (s["nodes"], s["setting"]) == key and s["rc"] == 0]
+        n = key[0]
+        rows.append({"nodes": n, "setting": key[1], "runs": "%d/%d" % (len(ss), sum(
+            1 for s in samples if (s["nodes"], s["setting"]) == key)),
+            "wall_s": summary([s["wall"] for s in ss]),
+            "controller_cpu_s": summary([s["controller_cpu"] for s in ss]),
+            "controller_cpu_per_node_s": summary([s["controller_cpu"] / n for s in ss]),
+            "node_cpu_per_node_s": summary([s["node_cpu"] / n for s in ss])})
+    one = next((r["wall_s"]["median"] for r in rows if r["nodes"] == 1 and r["setting"] == "recommended"), None)
+    for row in rows:
+        row["wall_vs_one_node"] = ratio(row["wall_s"]["median"], one)
+    return {"definition": DEFINITION.format(playbook=PLAYBOOK), "rows": rows, "samples": samples,
+            "extrapolation": extrapolate(rows)}
+
+
+def extrapolate(rows, fleet=500, cores=16):
+    """On paper: 500 nodes on a 16-core controller from the measured controller CPU per node."""
+    rec = [r for r in rows if r["setting"] == "recommended" and r["controller_cpu_per_node_s"]["median"]]
+    if not rec:
+        return None
+    largest = max(rec, key=lambda r: r["nodes"])
+    per_node = largest["controller_cpu_per_node_s"]["median"]
+    one = next((r for r in rec if r["nodes"] == 1), largest)
+    return {"fleet": fleet, "cores": cores, "from_nodes": largest["nodes"], "cpu_per_node_s": per_node,
+            "controller_cpu_s": round(per_node * fleet, 1), "cpu_bound_wall_s": round(per_node * fleet / cores, 1),
+            "one_node_wall_s": one["wall_s"]["median"],
+            "wall_s_estimate": round(max(one["wall_s"]["median"], per_node * fleet / cores), 1)}
+
+
+def goals(result):
+    rows = [r for r in result["rows"] if r["setting"] == "recommended"]
+    largest = max(rows, key=lambda r: r["nodes"]) if rows else None
+    if not largest or largest["wall_vs_one_node"] is None or largest["nodes"] == 1:
+        return []
+    x = largest["wall_vs_one_node"]
+    return [("fleet of %d light nodes against one node (bench/ansible.cfg)" % largest["nodes"], "<= 2.0x wall",
+             "%.2fx (%.1f s against %.1f s)" % (x, largest["wall_s"]["median"], largest["wall_s"]["median"] / x),
+             "yes" if x <= 2.0 else "**no** (+%.2fx)" % (x - 2.0))]
+
+
+def markdown(result):
+    out = ["## Fleet scaling: light nodes, the controller as the bottleneck", "", result["definition"], "",
+           "| Nodes | Setting | Wall (s) | min-max | vs 1 node | Controller CPU (s) | per node (s) | Nodes' Python CPU "
+           "per node (s) | Runs |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in result["rows"]:
+        w = r["wall_s"]
+        out.append("| %d | %s | %s | %s-%s | %s | %s | %s | %s | %s |" % (
+            r["nodes"], r["setting"], w["median"], w["min"], w["max"], r["wall_vs_one_node"],
+            r["controller_cpu_s"]["median"], r["controller_cpu_per_node_s"]["median"],
+            r["node_cpu_per_node_s"]["median"], r["runs"]))
+    e = result.get("extrapolation")
+    if e:
+        out += ["", "On paper, %(fleet)d nodes on a %(cores)d-core controller: %(cpu_per_node_s).2f controller CPU s per "
+                "node (measured at %(from_nodes)d nodes) x %(fleet)d = %(controller_cpu_s).0f CPU s, %(cpu_bound_wall_s).0f s "
+                "of wall time when all %(cores)d cores work, against %(one_node_wall_s).1f s for one node." % e]
+    return out
