@@ -271,12 +271,13 @@ def drain(p, deps):
     if result['drained']:
         return result
     count = 'an unknown number of' if result['in_flight'] is None else str(result['in_flight'])
+    server = '%d (%s)' % (p['pid'], p['url']) if p.get('pid') else p['url']
     why = (' (last error: %s)' % result['error']) if result['error'] else ''
     if result['needs_api_key']:
-        head = 'cannot read the requests in flight on the SGLang server %s: it requires an API key%s' % (p['url'], why)
+        head = 'cannot read the requests in flight on the SGLang server %s: it requires an API key%s' % (server, why)
     else:
-        head = '%s request(s) still in flight on the SGLang server %s after %.1f s of the %g s drain timeout%s' % (
-            count, p['url'], result['seconds'], p['timeout'], why)
+        head = '%s request(s) still in flight on the SGLang server %s after waiting %g s%s' % (
+            count, server, p['timeout'], why)
     if not p['force']:
         raise ActionFailed(head + '; the server is left running. Wait longer (drain timeout) or force the stop, '
                            'which loses them.', result)

@@ -94,7 +94,7 @@ options:
   environment:
     description:
       - Environment of the server, given to V(release) and V(check_args) as the server would get it. Every value
-        is treated as a secret. C(CUDA_VISIBLE_DEVICES) maps the GPUs of RV(expected_gpus).
+        of 4 characters or more is treated as a secret. C(CUDA_VISIBLE_DEVICES) maps the GPUs of RV(expected_gpus).
     type: dict
     default: {}
   entry_module:
@@ -152,7 +152,8 @@ options:
     default: http://127.0.0.1:30000
   pid:
     description:
-      - The server's main process, for V(ready) (stop waiting when it exits) and V(check_environ).
+      - The server's main process, for V(ready) (stop waiting when it exits) and V(check_environ), and named in the
+        messages of V(drain).
     type: int
   environ:
     description: For V(check_environ), the variables (name to value) that every process checked must have.
@@ -194,7 +195,7 @@ options:
     type: int
     default: 50
   secrets:
-    description: More values to mask in messages and log tails.
+    description: More values to mask in messages, results and log tails (those of 4 characters or more).
     type: list
     elements: str
     default: []
@@ -497,7 +498,9 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    module.no_log_values.update(s for s in secrets_of(p) if len(s) >= 4)
+    # Values of under 4 characters (SPT_NOENV=1) are masked nowhere: masking them would garble every number.
+    module.no_log_values.update(secrets_of(p))
+    module.no_log_values.difference_update([v for v in module.no_log_values if len(v) < 4])
     if not (p['timeout'] >= 0 and p['interval'] > 0 and p['request_timeout'] > 0) or float('inf') in (p['timeout'], p['interval']):
         module.fail_json(msg='timeout must be 0 or more, interval and request_timeout more than 0, all finite; got %r, %r, %r'
                          % (p['timeout'], p['interval'], p['request_timeout']))

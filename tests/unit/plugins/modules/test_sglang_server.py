@@ -201,7 +201,7 @@ def test_drain_fails_and_leaves_the_server_alone_while_a_request_is_in_flight(ru
     outcome, result, dummy = run_module(sglang_server, {'action': 'drain', 'url': busy_server, 'timeout': 1.5,
                                                         'interval': 0.2})
     assert outcome == 'fail'
-    assert result['msg'].startswith('1 request(s) still in flight on the SGLang server %s after' % busy_server)
+    assert result['msg'].startswith('1 request(s) still in flight on the SGLang server %s after waiting 1.5 s' % busy_server)
     assert 'the server is left running' in result['msg']
     assert result['in_flight'] == 1 and result['source'] == 'loads' and not result['drained']
 
@@ -217,3 +217,10 @@ def test_drain_in_check_mode_reads_once(run_module, busy_server):
     outcome, result, dummy = run_module(sglang_server, {'action': 'drain', 'url': busy_server, 'timeout': 600,
                                                         '_ansible_check_mode': True})
     assert outcome == 'exit' and result['readings'] == 1 and result['in_flight'] == 1 and not result['drained']
+
+
+def test_short_environment_values_do_not_mask_numbers(run_module):
+    args = {'action': 'render', 'server_args': {'model_path': '/m', 'tp_size': 2},
+            'environment': {'SPT_NOENV': '1', 'HF_TOKEN': 'hf_abcdef'}, 'secrets': ['0']}
+    outcome, result, dummy = run_module(sglang_server, args)
+    assert outcome == 'exit' and result['expected_gpus'] == [0, 1] and result['argv'][-1] == '2'
