@@ -14,7 +14,7 @@ import subprocess
 import time
 import traceback
 
-from . import detect, fleet, overhead, report, scancost, stop
+from . import chart, detect, fleet, overhead, report, scancost, stop
 from .common import BENCH, REPO, log
 
 MEASUREMENTS = ("stop", "detect", "scan", "overhead", "fleet")
@@ -99,11 +99,13 @@ def write(results, out):
     with open(latest + ".tmp", "w") as f:
         json.dump(results, f, indent=1)
     os.replace(latest + ".tmp", latest)
-    text = report.markdown(results)
+    text = report.markdown(results) + "\n\n![Time to clean per method; fleet wall time per node count](latest.svg)"
     with open(os.path.join(out, "latest.md"), "w") as f:
         f.write(text + "\n")
+    with open(os.path.join(out, "latest.svg"), "w") as f:
+        f.write(chart.svg(results))
     print(text)
-    print("Wrote %s and %s (the run took %.0f s)." % (
+    print("Wrote %s, %s and latest.svg (the run took %.0f s)." % (
         os.path.relpath(latest), os.path.relpath(os.path.join(out, "latest.md")), results["meta"]["seconds"]))
     return 1 if results.get("errors") else 0
 
