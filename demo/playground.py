@@ -82,7 +82,7 @@ def start(workdir: str) -> int:
     node.sandbox.start()
     try:
         server = node.start_server(["--tp-size", str(GPUS)])
-        fleet = Fleet(workdir, [node])
+        fleet = Fleet(workdir, [node], fast=False)     # the roles' default timings
         state = {"host": NAME, "gpus": GPUS, "url": node.url, "inventory": fleet.inventory,
                  "ansible_cfg": write_config(node.workdir, fleet.inventory),
                  "sandbox": node.sandbox.workdir, "init_pid": node.sandbox.init_pid,
