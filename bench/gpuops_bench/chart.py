@@ -134,6 +134,6 @@ def svg(results):
         y = 30
     date = results.get("meta", {}).get("date", "")
     body.append(_text(WIDTH - PAD, y + 4, "make bench, %s" % date, anchor="end", extra=' fill="#666"'))
+    height = y + 12
     return ('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d">\n'
-            '<rect width="100%%" height="100%%" fill="#fff"/>\n%s\n</svg>\n' % (WIDTH, y + 12, WIDTH, y + 12,
-                                                                          "\n".join(body)))
+            '<rect width="100%%" height="100%%" fill="#fff"/>\n%s\n</svg>\n' % (WIDTH, height, WIDTH, height, "\n".join(body)))
