@@ -79,22 +79,25 @@ def test_sim_sequence_passes_and_measures_the_release_lag(tmp_path, wheels):
     assert len(report['checks']) == 16
     (idle,) = report['idle'].values()
     assert (idle['used_mib'], idle['reserved_mib'], idle['v1_used_mib'], idle['total_mib']) == (0, 700, 700, 143771)
-    # Only orderings that hold however late each process runs. The times come from three
-    # processes: the holder notes a SIGTERM when its handler runs, which precedes its death
-    # (sigterm) but may follow the sending by any delay; the controller notes reap_at before
-    # gpu_reap starts, so before any signal; the watcher notes the exit when its waitpid thread
-    # runs, any time after the death. The simulated memory comes back release_lag ms after a
-    # reader first sees the holder dead, so never earlier than release_lag after the death.
+    # The times come from three processes, each of which may run late on a loaded machine: the
+    # holder notes a SIGTERM when its handler runs (after the sending, before its death); the
+    # controller notes reap_at before gpu_reap starts (before any signal); the watcher notes the
+    # exit when its waitpid thread runs (any time after the death). The simulated memory comes
+    # back release_lag (300) ms after a reader first sees the holder dead. So only these hold
+    # however late each one runs; the watcher's own exit_to_memory_back does not (it comes out
+    # below 300 ms when its exit stamp is late).
     for name, scenario in report['scenarios'].items():
+        ms = scenario['ms']
         busy_msg = scenario['gpu_verify_busy']['msg']
         assert 'pid %d ' % scenario['holder_pid'] in busy_msg and 'sglang::scheduler_TP0' in busy_msg, busy_msg
-        assert scenario['watch']['released'] is not None and scenario['ms']['exit_to_memory_back'] is not None, name
-    sigterm, sigkill = (report['scenarios'][name]['ms'] for name in ('sigterm', 'sigkill'))
-    assert sigterm['sigterm_to_memory_back'] >= 300
-    assert sigterm['sigterm_to_verified'] >= 300           # gpu_verify passed only once the memory was back
-    assert sigkill['reap_start_to_exit'] >= 3000            # SIGKILL only after its term_timeout
-    assert sigkill['reap_start_to_memory_back'] >= 3000 + 300
-    assert sigkill['reap_start_to_verified'] >= 3000 + 300
+        assert scenario['watch']['released'] is not None and ms['exit_to_memory_back'] is not None, name
+        assert ms['sigterm_to_memory_back'] >= 300, name
+        assert ms['sigterm_to_verified'] >= 300, name            # gpu_verify passed only once the memory was back
+    sigkill = report['scenarios']['sigkill']['ms']
+    assert sigkill['reap_start_to_exit'] >= 3000                # SIGKILL only after its term_timeout (3 s) ...
+    # ... measured from the holder's SIGTERM handler, which may run late: half the term_timeout
+    # tells a SIGKILL that waited from one that did not.
+    assert sigkill['sigterm_to_exit'] >= 1500
     assert report['scenarios']['sigkill']['watch']['exit']['status'] == -9
 
 
