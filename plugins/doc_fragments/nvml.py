@@ -40,8 +40,8 @@ options:
       - Used only where the driver lacks the v2 memory call and the v1 call is read instead.
       - The v1 call counts the memory that the driver and firmware reserve as used (about 330 to 550 MiB on an
         idle H100, about 700 MiB on an idle H200), so zero cannot be read from it. Set this to the v1 used memory
-        of the host's GPUs when idle (RV(gpuops.host.gpu_info#module:gpus.v1_used_mib) of a GPU with no process,
-        recorded on that host); a GPU is then clean when no process is listed and v1 used minus this value is at
+        of the host's GPUs when idle (the C(v1_used_mib) that M(gpuops.host.gpu_info) returns for a GPU with no
+        process, recorded on that host); a GPU is then clean when no process is listed and v1 used minus this value is at
         most O(max_used_mib).
       - Without it, a v1 reading never counts as clean, and the problem says that zero cannot be proven.
     type: int
@@ -50,5 +50,5 @@ notes:
     namespace) they do not name this namespace's processes; a listed PID that is not visible here is reported as
     outside this PID namespace, never as gone.
   - The host's PID namespace is the kernel's initial one, or the one the environment variable C(GPUOPS_HOST_PIDNS)
-    names (C(pid:[INODE]), as a simulated GPU node sets it).
+    names (C(pid:[INODE]), or C(own) for the module's own), as a simulated GPU node sets it.
 """

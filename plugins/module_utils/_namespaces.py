@@ -18,7 +18,8 @@ import re
 # include/linux/proc_ns.h: PROC_PID_INIT_INO = 0xEFFFFFFCU, the initial PID namespace
 PROC_PID_INIT_INO = 0xEFFFFFFC
 HOST_PID_NAMESPACE = 'pid:[%d]' % PROC_PID_INIT_INO
-# A simulated GPU node (a PID namespace playing the host) names its namespace here.
+# A simulated GPU node (a PID namespace playing the host) names its namespace here, as
+# pid:[INODE], or as "own" where the module's own namespace plays the host's (a node container).
 HOST_PID_NAMESPACE_ENV = 'GPUOPS_HOST_PIDNS'
 
 # cgroup path components of container runtimes: Docker (docker-ID.scope, /docker/ID),
@@ -59,6 +60,8 @@ class Place:
         self.pid_namespace = procs.pid_namespace(self_pid)
         self.container = container_of(procs.cgroup(self_pid))
         self.host_pid_namespace = host_pid_namespace(environ)
+        if self.host_pid_namespace == 'own':
+            self.host_pid_namespace = self.pid_namespace
 
     @property
     def nvml_pids_are_local(self):

@@ -95,7 +95,7 @@ options:
     type: dict
   pids:
     description:
-      - Process IDs to stop: the processes that have these PIDs when the module starts.
+      - Process IDs to stop, meaning the processes that have these PIDs when the module starts.
     type: list
     elements: int
   descendants:
@@ -214,7 +214,8 @@ notes:
   - Without pidfds (Python 3.8, or Linux before 5.3) the start time is checked just before C(kill()), which leaves
     a window of microseconds in which a PID could be reused.
   - NVML's PIDs are taken as this namespace's where the module runs in the kernel's initial PID namespace, or in
-    the one the environment variable C(GPUOPS_HOST_PIDNS) names (C(pid:[INODE]), as a simulated GPU node sets it).
+    the one the environment variable C(GPUOPS_HOST_PIDNS) names (C(pid:[INODE]), or C(own) for the module's own),
+    as a simulated GPU node sets it.
 seealso:
   - module: gpuops.host.gpu_verify
   - name: systemd.kill(5)

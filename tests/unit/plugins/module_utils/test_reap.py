@@ -800,3 +800,10 @@ def test_eperm_ends_in_a_report_of_what_was_stopped_and_what_could_not_be():
     assert [s['pid'] for s in result['stopped']] == [100]
     assert result['unsignalled'][0]['error'] == 'EPERM sending SIGTERM: Operation not permitted'
     assert result['remaining'] == []
+
+
+def test_a_node_container_can_declare_its_own_namespace_the_hosts():
+    w = World()
+    for pid in (1, 899, SELF):
+        w.ns[pid] = 'pid:[4026532111]'
+    assert reaper(w, nvml_processes=True, module_env={'GPUOPS_HOST_PIDNS': 'own'})
