@@ -189,7 +189,11 @@ class Selection:
     def _members(self, table, picked, known):
         """``[(proc, reason)]`` of the sessions of the selected processes: all of a session that a
         selected process leads, and the orphans (parent PID 1) of a selected process's session
-        whose leader has exited."""
+        and process group whose session leader has exited.
+
+        The process group keeps apart jobs that a login shell started in one session (each in a
+        group of its own) and that outlived it; a server's children share its group.
+        """
         led, orphaned = set(), set()
         for pid in sorted(set(picked) | set(known)):
             proc = table.get(pid)
@@ -200,14 +204,14 @@ class Selection:
                 continue
             leader = table.get(proc.sid)
             if leader is None or leader.zombie or leader.sid != proc.sid:
-                orphaned.add(proc.sid)
+                orphaned.add((proc.sid, proc.pgid))
         found = []
         for proc in sorted(table.values(), key=lambda p: p.pid):
             if proc.pid in picked or proc.pid in known:
                 continue
             if proc.sid in led:
                 found.append((proc, 'session %d' % proc.sid))
-            elif proc.sid in orphaned and proc.ppid == 1:
+            elif (proc.sid, proc.pgid) in orphaned and proc.ppid == 1:
                 found.append((proc, 'orphan of session %d' % proc.sid))
         return found
 

@@ -15,8 +15,8 @@ description:
     C(pkill -f sglang; sleep 2; kill -9 <every python3>; fuser -k /dev/nvidia*).
   - Roots are selected by command line (O(patterns), O(presets)), environment (O(environ)), PID (O(pids)) or the
     GPU process list of NVML (O(nvml_processes)); selectors are combined with OR. What belongs to a root is selected
-    with it - its descendants (O(descendants)), the rest of the session it leads, and orphans of its session
-    re-parented to PID 1 after the session leader exited (O(sessions)).
+    with it - its descendants (O(descendants)), the rest of the session it leads, and orphans of its session and
+    process group re-parented to PID 1 after the session leader exited (O(sessions)).
   - Other holders of NVIDIA devices (a colleague's training job, a monitor, a process in a container) are not
     signalled. They are reported in RV(foreign) with their user, command line and GPUs, so that the verification
     that follows (M(gpuops.host.gpu_verify)) can name them. Stopping them is an opt-in limited to named GPUs
@@ -107,9 +107,10 @@ options:
   sessions:
     description:
       - Also select the other processes of a session that a selected process leads (a server started with
-        C(setsid)), and the processes of a selected process's session that were re-parented to PID 1 after
-        the session leader exited (orphaned schedulers).
-      - A session led by a process that is not selected (a login shell) is not selected.
+        C(setsid)), and the processes of a selected process's session and process group that were re-parented
+        to PID 1 after the session leader exited (orphaned schedulers and helpers).
+      - A session led by a process that is not selected (a login shell) is not selected, and jobs that a closed
+        login shell left behind stay apart, since job control gives each its own process group.
     type: bool
     default: true
   other_namespaces:

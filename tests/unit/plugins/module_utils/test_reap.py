@@ -54,12 +54,12 @@ class World:
         self.add(SELF, 899, ['python3', 'AnsiballZ_gpu_reap.py'], comm='python3', exe='/usr/bin/python3.11')
 
     def add(self, pid, ppid, cmdline, comm=None, exe='/usr/bin/python3.11', state='S', env=None, fds=(),
-            on_term=('exit', 0.5), flags=0, sid=None, ns=HOST_NS, cgroup='0::/user.slice', owner='root'):
+            on_term=('exit', 0.5), flags=0, sid=None, pgid=None, ns=HOST_NS, cgroup='0::/user.slice', owner='root'):
         comm = comm or (cmdline[0].split('/')[-1][:15] if cmdline else '?')
         self.next_start += 1
         sid = pid if sid is None else sid
-        self.table[pid] = Proc(pid, ppid, state, comm, self.next_start, pgid=sid, sid=sid, flags=flags,
-                               cmdline=cmdline, exe=exe)
+        self.table[pid] = Proc(pid, ppid, state, comm, self.next_start, pgid=sid if pgid is None else pgid, sid=sid,
+                               flags=flags, cmdline=cmdline, exe=exe)
         self.ns[pid] = ns
         self.cgroups[pid] = cgroup
         self.owners[pid] = owner
@@ -634,6 +634,21 @@ def test_orphans_of_a_session_whose_leader_exited_are_selected_with_it():
     chosen = planned(reaper(w, presets=['sglang']))
     matched = dict((p['pid'], p['matched_by']) for p in chosen['would_stop'])
     assert matched == {101: ['pattern ^sglang::'], 111: ['orphan of session 100']}
+
+
+def test_jobs_of_a_closed_login_shell_are_not_orphans_of_each_other():
+    w = World()
+    # `nohup python -m sglang.launch_server &` and `nohup python train.py &` from one login shell
+    # (session 200, now gone): job control gave each job a process group of its own
+    w.add(201, 1, ['python3', '-m', 'sglang.launch_server'], sid=200, pgid=201)
+    w.add(202, 201, ['sglang::scheduler_TP0'], sid=200, pgid=201)
+    w.add(203, 1, ['python3', '-c', 'from multiprocessing.resource_tracker import main;main(5)'], sid=200, pgid=201)
+    w.add(210, 1, ['python3', 'train.py'], sid=200, pgid=210, fds=['/dev/nvidia5'])
+    chosen = planned(reaper(w, presets=['sglang']))
+    matched = dict((p['pid'], p['matched_by']) for p in chosen['would_stop'])
+    assert matched == {201: ['pattern ' + SGLANG_PATTERNS[0]], 202: ['pattern ^sglang::'],
+                       203: ['orphan of session 200']}
+    assert [f['pid'] for f in chosen['foreign']] == [210]
 
 
 def test_sessions_false_keeps_to_matches_and_descendants():
