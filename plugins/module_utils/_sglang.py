@@ -53,7 +53,7 @@ def secrets_of(p):
     if p.get('api_key'):
         secrets.append(p['api_key'])
     secrets.extend(sargs.secret_values(p.get('server_args') or {}, p.get('secret_args') or ()))
-    secrets.extend(str(v) for v in (p.get('environment') or {}).values())
+    secrets.extend(str(v) for k, v in (p.get('environment') or {}).items() if sargs.SECRET_NAME.search(k))
     return [s for s in secrets if s]
 
 
@@ -190,7 +190,16 @@ def check_args(p, deps):
         # An SGLang without ServerArgs.add_cli_args: expect the values as given.
         parsed = dict((k, v) for k, v in args.items() if v is not False and v is not None)
     expected = dict((k, v) for k, v in parsed.items() if k not in out['secret_args'] and not sargs.SECRET_NAME.search(k))
-    return dict(_public(out, _write(out['files'], deps)), release=found['release'], expected_info=expected)
+    keys = found.get('config_keys') or {}
+    if keys:
+        # The release refuses these keys in a file; the files get the spellings it accepted.
+        files = {}
+        for path in out['files']:
+            subset = args if p.get('config_file') else out['hidden']
+            files[path] = sargs.dump_yaml(sargs.render_config(subset, keys))
+        out = dict(out, files=files)
+    return dict(_public(out, _write(out['files'], deps)), release=found['release'], expected_info=expected,
+                config_keys=keys)
 
 
 def _mkstemp(tmpdir):

@@ -20,17 +20,25 @@ from __future__ import annotations
 import json
 import re
 
-# Argument names whose values are secrets (api_key, admin_api_key, hf_token, ...).
+# Argument and variable names whose values are secrets (api_key, admin_api_key, hf_token, HF_TOKEN, ...).
 SECRET_NAME = re.compile(r'(key|token|secret|password)', re.IGNORECASE)
 MASK = '********'
 
 # Run by the installed SGLang's interpreter with the server arguments as its own. It prints a JSON
-# line with the release, then (when the arguments parse) one with the values the parser stored for
-# the arguments given, as /server_info will report them. prepare_server_args is what `sglang serve` and
+# line with the release, then (when the arguments parse) one with the values the server will report
+# in /server_info for the arguments given: the resolved ServerArgs field of each destination that the
+# parser stored (the parser, and the command line after --config was merged in, are taken from the
+# call of parse_args; a deprecated alias such as 0.5.14's --cuda-graph-max-bs is reported under its
+# destination, cuda_graph_max_bs_decode). prepare_server_args is what `sglang serve` and
 # `python -m sglang.launch_server` call (srt/server_args.py); argparse errors end in SystemExit(2)
 # with the message on stderr.
+# A --config file is first tried key by key against the installed release's ConfigArgumentMerger:
+# 0.5.14's refuses the key of any destination that a deprecated alias shares
+# (srt/server_args_config_parser.py: unsupported_actions by dest, so cuda-graph-max-bs-decode is
+# refused because of --cuda-graph-max-bs), where the alias's own spelling passes. Such keys are
+# renamed to a spelling that passes ("config_keys"), and the file is checked with them.
 CHECK_PROGRAM = r'''
-import argparse, json, sys
+import argparse, json, os, sys, tempfile
 import sglang
 out = {"release": getattr(sglang, "__version__", None)}
 print(json.dumps(out))
@@ -39,27 +47,77 @@ if sys.argv[1:2] == ["--release-only"]:
     sys.exit(0)
 from sglang.srt.server_args import prepare_server_args
 argv = sys.argv[1:]
-server_args = prepare_server_args(argv)
-given = None
-try:
-    from sglang.srt.server_args import ServerArgs
-    parser = argparse.ArgumentParser()
-    ServerArgs.add_cli_args(parser)
-    if "--config" in argv:
-        from sglang.srt.utils.server_args_config_parser import ConfigArgumentMerger
-        argv = ConfigArgumentMerger(parser).merge_config_with_args(argv)
-    for action in parser._actions:
-        action.default = argparse.SUPPRESS
-    given = sorted(vars(parser.parse_known_args(argv)[0]))
-except Exception:
+seen, probing = [], [False]
+class Probed(Exception):
     pass
+parse_args = argparse.ArgumentParser.parse_args
+def watch(self, args=None, namespace=None):
+    seen.append((self, list(sys.argv[1:] if args is None else args)))
+    if probing[0]:
+        raise Probed()
+    return parse_args(self, args, namespace)
+argparse.ArgumentParser.parse_args = watch
+def accepted(key, value):
+    fd, path = tempfile.mkstemp(suffix=".yaml")
+    with os.fdopen(fd, "w") as f:
+        f.write("%s: %s\n" % (key, json.dumps(value)))
+    probing[0] = True
+    try:
+        prepare_server_args(["--config", path])
+    except Probed:
+        return True
+    except ValueError:
+        return False
+    finally:
+        probing[0] = False
+        os.unlink(path)
+    return True
+if "--config" in argv:
+    import yaml
+    path = argv[argv.index("--config") + 1]
+    with open(path) as f:
+        config = yaml.safe_load(f) or {}
+    renamed = {}
+    probing[0] = True
+    try:
+        prepare_server_args([])  # the parser, caught at its parse_args
+    except Probed:
+        pass
+    finally:
+        probing[0] = False
+    parser = seen[-1][0] if seen else None
+    for key, value in list(config.items()):
+        if parser is None or accepted(key, value):
+            continue
+        dests = [a.dest for a in parser._actions if "--" + key in a.option_strings]
+        for action in [a for a in parser._actions if dests and a.dest == dests[0]]:
+            spellings = [o[2:] for o in action.option_strings if o.startswith("--") and o[2:] != key]
+            good = [k for k in spellings if accepted(k, value)]
+            if good:
+                renamed[key] = good[0]
+                break
+    if renamed:
+        config = dict((renamed.get(k, k), v) for k, v in config.items())
+        with open(path, "w") as f:
+            f.write("".join("%s: %s\n" % (k, json.dumps(v)) for k, v in config.items()))
+        out["config_keys"] = renamed
+seen[:] = []
+server_args = prepare_server_args(argv)
+argparse.ArgumentParser.parse_args = parse_args
 def plain(value):
     try:
         return json.loads(json.dumps(value))
     except (TypeError, ValueError):
         return str(value)
-if given is not None:
-    out["parsed"] = dict((name, plain(getattr(server_args, name, None))) for name in given)
+try:
+    parser, parsed_argv = seen[-1]
+    for action in parser._actions:
+        action.default = argparse.SUPPRESS
+        action.required = False
+    given = sorted(vars(parser.parse_known_args(parsed_argv)[0]))
+    out["parsed"] = dict((name, plain(getattr(server_args, name, None))) for name in given if hasattr(server_args, name))
+except Exception:
+    pass
 print(json.dumps(out))
 '''
 
@@ -103,16 +161,18 @@ def render_flags(args):
     return argv
 
 
-def render_config(args):
+def render_config(args, keys=None):
     """The ``--config`` YAML mapping for ARGS: keys with dashes, since SGLang emits each key verbatim as
     ``--KEY`` (srt/utils/server_args_config_parser.py ``_convert_config_to_args``), so ``model_path``
-    would become the unknown ``--model_path``. ``False`` and ``None`` are left out, as on the command line."""
+    would become the unknown ``--model_path``. ``False`` and ``None`` are left out, as on the command line.
+    KEYS renames keys the installed release refuses in a file (CHECK_PROGRAM's "config_keys")."""
     config = {}
     for name in sorted(args):
         value = args[name]
         if value is False or value is None:
             continue
-        config[name.strip('-').replace('_', '-')] = list(value) if isinstance(value, tuple) else value
+        key = name.strip('-').replace('_', '-')
+        config[(keys or {}).get(key, key)] = list(value) if isinstance(value, tuple) else value
     return config
 
 

@@ -44,9 +44,9 @@ description:
   - V(probe) sends one C(/generate) request with its own request id O(rid) and, with O(dump_dir), waits for
     the hidden-state dump whose file name carries that id - not for any file, since health checks generate too.
   - V(check_info) compares C(/server_info) with O(expect).
-  - Secrets - O(api_key), the values of O(environment) and of secret-named O(server_args) (names with C(key),
-    C(token), C(secret) or C(password), and those in O(secret_args)) - never appear on a command line, in
-    messages or in results; they are masked.
+  - Secrets - O(api_key), O(secrets), and the values of secret-named O(environment) variables and O(server_args)
+    (names with C(key), C(token), C(secret) or C(password), and those in O(secret_args)) - never appear on a
+    command line, in messages or in results; they are masked.
 author:
   - gpuops maintainers (@gpuops)
 requirements:
@@ -93,8 +93,11 @@ options:
     default: []
   environment:
     description:
-      - Environment of the server, given to V(release) and V(check_args) as the server would get it. Every value
-        of 4 characters or more is treated as a secret. C(CUDA_VISIBLE_DEVICES) maps the GPUs of RV(expected_gpus).
+      - Environment of the server, given to V(release) and V(check_args) as the server would get it.
+        C(CUDA_VISIBLE_DEVICES) maps the GPUs of RV(expected_gpus).
+      - The values of variables whose names contain C(key), C(token), C(secret) or C(password) (C(HF_TOKEN)) are
+        masked in every result and message; list any other secret value in O(secrets). Masking applies to the
+        whole result, so masking a value such as a version number would also mask it where it is data.
     type: dict
     default: {}
   entry_module:
@@ -466,7 +469,7 @@ def main():
             api_key=dict(type='str', no_log=True),
             python=dict(type='path', default='/usr/bin/python3'),
             pythonpath=dict(type='list', elements='path', default=[]),
-            environment=dict(type='dict', default={}, no_log=True),
+            environment=dict(type='dict', default={}),
             entry_module=dict(type='str', default='sglang.launch_server'),
             server_args=dict(type='dict', default={}),
             secret_args=dict(type='list', elements='str', default=[], no_log=False),

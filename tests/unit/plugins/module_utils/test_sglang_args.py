@@ -9,7 +9,9 @@ here, whose parser holds the options these tests use as each release defines the
   srt/arg_groups/arg_utils.py ``add_cli_args_from_dataclass``): --cuda-graph-max-bs-decode and
   --cuda-graph-max-bs-prefill, no --cuda-graph-max-bs, abbreviations allowed (argparse default);
 - 0.5.14: the same two, plus --cuda-graph-max-bs, a DeprecatedAliasStoreAction with
-  dest cuda_graph_max_bs_decode (srt/server_args.py ``add_cli_args``).
+  dest cuda_graph_max_bs_decode (srt/server_args.py ``add_cli_args``), whose --config reader
+  refuses the key of any destination such an alias shares (srt/server_args_config_parser.py
+  ``unsupported_actions``, keyed by dest).
 ``--config`` is merged as srt/utils/server_args_config_parser.py does: each key verbatim as --KEY,
 store_true keys as bare flags, config first so the command line wins.
 """
@@ -32,6 +34,11 @@ SERVER_ARGS = textwrap.dedent('''
     import argparse, dataclasses, sys
 
     RELEASE = %(release)r
+
+
+    class DeprecatedAliasStoreAction(argparse.Action):
+        def __call__(self, parser, namespace, values, option_string=None):
+            setattr(namespace, self.dest, values)
 
     @dataclasses.dataclass
     class ServerArgs:
@@ -58,7 +65,8 @@ SERVER_ARGS = textwrap.dedent('''
             parser.add_argument("--cuda-graph-max-bs-decode", type=int, default=None)
             parser.add_argument("--cuda-graph-max-bs-prefill", type=int, default=None)
             if RELEASE == "0.5.14":
-                parser.add_argument("--cuda-graph-max-bs", type=int, dest="cuda_graph_max_bs_decode")
+                parser.add_argument("--cuda-graph-max-bs", type=int, dest="cuda_graph_max_bs_decode",
+                                    action=DeprecatedAliasStoreAction)
             parser.add_argument("--enable-metrics", action="store_true")
             parser.add_argument("--disable-radix-cache", action="store_true")
             parser.add_argument("--api-key", type=str, default=None)
@@ -82,6 +90,9 @@ CONFIG_PARSER = textwrap.dedent('''
     class ConfigArgumentMerger:
         def __init__(self, parser):
             self.store_true = set(a.dest for a in parser._actions if isinstance(a, argparse._StoreTrueAction))
+            # 0.5.14: every destination of an action other than store and store_true is refused in a file
+            self.unsupported = set(a.dest for a in parser._actions if a.option_strings and not isinstance(
+                a, (argparse._StoreAction, argparse._StoreTrueAction)) and a.dest not in ("help", "config"))
 
         def merge_config_with_args(self, argv):
             i = argv.index("--config")
@@ -93,6 +104,8 @@ CONFIG_PARSER = textwrap.dedent('''
                 config = yaml.safe_load(f) or {}
             args = []
             for key, value in config.items():
+                if key.replace("-", "_") in self.unsupported:
+                    raise ValueError("Unsupported config option %r" % key.replace("-", "_"))
                 if isinstance(value, bool):
                     if key.replace("-", "_") in self.store_true:
                         if value:
@@ -295,3 +308,15 @@ def test_server_info_mismatches():
         {'name': 'enable_metrics', 'expected': True, 'reported': 1, 'missing': False},
         {'name': 'tp_size', 'expected': 2, 'reported': None, 'missing': True},
     ]
+
+
+def test_config_keys_that_the_release_refuses_in_a_file_are_renamed(sglang, tmp_path):
+    release, path = sglang
+    config = tmp_path / 'server-args.yaml'
+    config.write_text(sargs.dump_yaml(sargs.render_config({'model_path': '/models/q', 'cuda_graph_max_bs_decode': 160})))
+    found = check(path, ['--config', str(config)])
+    assert found['parsed']['cuda_graph_max_bs_decode'] == 160
+    renamed = {'cuda-graph-max-bs-decode': 'cuda-graph-max-bs'} if release == '0.5.14' else {}
+    assert found.get('config_keys', {}) == renamed
+    assert sargs.render_config({'cuda_graph_max_bs_decode': 160}, renamed) == \
+        {renamed.get('cuda-graph-max-bs-decode', 'cuda-graph-max-bs-decode'): 160}
