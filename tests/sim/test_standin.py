@@ -180,8 +180,8 @@ def test_parser_is_the_contract(release):
     assert result.returncode == 0, result.stderr
     actions = json.loads(result.stdout)
     spec = contract(release)
-    assert {(a["prog"], a["allow_abbrev"]) for a in actions} == {(spec["parser"]["prog"],
-                                                                   spec["parser"]["allow_abbrev"])}
+    facts = (spec["parser"]["prog"], spec["parser"]["allow_abbrev"])
+    assert {(a["prog"], a["allow_abbrev"]) for a in actions} == {facts}
     parsed = sorted((comparable(a) for a in actions), key=lambda e: e["option_strings"])
     expected = sorted((comparable(o) for o in spec["options"]), key=lambda e: e["option_strings"])
     assert [e["option_strings"] for e in parsed] == [e["option_strings"] for e in expected], \

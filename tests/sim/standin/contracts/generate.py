@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 # Copyright: (c) 2026, gpuops maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
@@ -48,8 +48,8 @@ FIXED = {
     "torch.cuda.get_device_name": lambda *a: "NVIDIA H200",
     "torch.cuda.get_device_capability": lambda *a: (9, 0),
     "torch.cuda.device_count": lambda: 8,
-    "triton.runtime.driver.active.get_current_target": lambda: types.SimpleNamespace(backend="cuda", arch=90,
-                                                                                       warp_size=32),
+    "triton.runtime.driver.active.get_current_target":
+        lambda: types.SimpleNamespace(backend="cuda", arch=90, warp_size=32),
 }
 ABSENT = ("npu", "mlu", "musa", "hpu")  # torch.npu etc.: vendor builds only
 
@@ -620,7 +620,7 @@ def generate(src: str, wheel: str) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     ap.add_argument("source", help="an SGLang wheel, or the directory it was unpacked into")
     ap.add_argument("--wheel-file", help="the wheel SOURCE was unpacked from (for its sha256)")
     ap.add_argument("-o", "--output", required=True)
@@ -639,9 +639,8 @@ def main(argv=None) -> int:
         json.dump(contract, f, indent=1, sort_keys=False)
         f.write("\n")
     os.replace(args.output + ".tmp", args.output)
-    print("%s: release %s, %d options, %d /server_info keys" % (args.output, contract["release"],
-                                                              len(contract["options"]),
-                                                              len(contract["server_info"]["keys"])))
+    print("%s: release %s, %d options, %d /server_info keys"
+          % (args.output, contract["release"], len(contract["options"]), len(contract["server_info"]["keys"])))
     return 0
 
 

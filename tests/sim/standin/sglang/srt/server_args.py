@@ -101,7 +101,7 @@ TYPES = {
 
 
 def _deprecated_warning(message: str) -> None:
-    logger.warning("\033[1;33m%s\033[0m" % message)
+    logger.warning("\033[1;33m%s\033[0m", message)
 
 
 def _replacement(new_flag) -> str:

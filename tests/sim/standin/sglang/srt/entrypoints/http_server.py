@@ -129,8 +129,8 @@ class TokenizerManager:
                 self.server_status = "Up"
                 return True
         logger.error("Health check failed. Server couldn't get a response from detokenizer for last %d seconds. "
-                     "tic start time: %s. last_heartbeat time: %s", timeout, time.strftime("%H:%M:%S",
-                                                                                            time.localtime(tic)),
+                     "tic start time: %s. last_heartbeat time: %s", timeout,
+                     time.strftime("%H:%M:%S", time.localtime(tic)),
                      time.strftime("%H:%M:%S", time.localtime(self.last_receive_tstamp)))
         with self.state_lock:
             self.rid_to_state.pop(rid, None)
