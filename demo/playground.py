@@ -82,7 +82,8 @@ def start(workdir: str) -> int:
     node.sandbox.start()
     try:
         server = node.start_server(["--tp-size", str(GPUS)])
-        fleet = Fleet(workdir, [node], fast=False)     # the roles' default timings
+        fleet = Fleet(workdir, [node], fast=False,     # the roles' default timings
+                      sglang_launch_server_args={"tp_size": GPUS, "enable_metrics": True})
         state = {"host": NAME, "gpus": GPUS, "url": node.url, "inventory": fleet.inventory,
                  "ansible_cfg": write_config(node.workdir, fleet.inventory),
                  "sandbox": node.sandbox.workdir, "init_pid": node.sandbox.init_pid,
