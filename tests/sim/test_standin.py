@@ -189,6 +189,57 @@ def test_parser_is_the_contract(release):
     assert parsed == expected
 
 
+REPLAY = r"""
+import argparse, contextlib, io, json, os, sys, tempfile
+import yaml
+from sglang.srt import contract, server_args as sa
+spec = contract.load()
+parser = sa.build_parser()
+defaults = {}
+for action in parser._actions:
+    defaults.setdefault(action.dest, action.default)
+out = {"examples": [], "config_examples": []}
+for example in spec["parser"]["examples"]:
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            ns = parser.parse_args(example["argv"])
+        entry = {"exit": None, "changed": {k: v for k, v in sorted(vars(ns).items()) if v != defaults[k]}}
+    except SystemExit as e:
+        lines = [l for l in err.getvalue().splitlines() if l.startswith(parser.prog + ": error:")]
+        entry = {"exit": e.code, "error": lines[-1]}
+    out["examples"].append(dict(argv=example["argv"], **entry))
+with tempfile.TemporaryDirectory() as tmp:
+    path = os.path.join(tmp, "server.yaml")
+    for example in spec["parser"]["config_examples"]:
+        with open(path, "w") as f:
+            yaml.safe_dump(example["yaml"], f, sort_keys=False)
+        entry = {"yaml": example["yaml"], "cli": example["cli"]}
+        cli = [path if a == "FILE" else a for a in example["cli"]]
+        try:
+            entry["argv"] = sa.ConfigArgumentMerger(parser, spec["config_file"]["variant"]).merge_config_with_args(cli)
+        except ValueError as e:
+            entry["error"] = "ValueError: %s" % e
+        out["config_examples"].append(entry)
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("release", standin.RELEASES)
+def test_parser_and_config_answer_as_the_release_did(release):
+    """Command lines and --config files that the release's own code answered when the contract was made."""
+    result = run_python(REPLAY, release=release)
+    assert result.returncode == 0, result.stderr[-3000:]
+    replayed = json.loads(result.stdout)
+    spec = contract(release)["parser"]
+    for mine, real in zip(replayed["examples"], spec["examples"]):
+        assert mine == real
+    for mine, real in zip(replayed["config_examples"], spec["config_examples"]):
+        assert mine == real
+    assert len(replayed["examples"]) == len(spec["examples"]) > 10
+    assert len(replayed["config_examples"]) == len(spec["config_examples"]) > 5
+
+
 @pytest.mark.parametrize("release", standin.RELEASES)
 def test_version_is_the_release(release):
     result = run_python("import sglang; print(sglang.__version__)", release=release)

@@ -34,7 +34,7 @@ import tempfile
 import types
 import zipfile
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 
 # Third-party modules replaced by stubs while the argument layer is imported.
 STUBBED = ("torch", "torchvision", "triton", "transformers", "numpy", "psutil", "orjson", "pybase64", "requests",
@@ -262,6 +262,8 @@ def read_parser(server_args_module) -> tuple:
     if facts["config_trigger"] is None:
         raise RuntimeError("prepare_server_args no longer tests '\"--config\" in argv'")
     options = [describe_action(a) for a in parser._actions]
+    facts["examples"] = parse_examples(parser)
+    facts["config_examples"] = config_examples(parser)
     cls = server_args_module.ServerArgs
     try:
         import msgspec
@@ -272,6 +274,93 @@ def read_parser(server_args_module) -> tuple:
 
         fields = [f.name for f in dataclasses.fields(cls)]
     return facts, options, fields
+
+
+# ---------------------------------------------------------------- answers of the real code
+# Command lines and --config files run through the release's own parser and ConfigArgumentMerger;
+# the contract keeps what they answered, and the stand-in's tests replay them.
+
+PARSE_EXAMPLES = (
+    ["--model-path", "/m"],
+    ["--model", "/m", "--tp", "2", "--port", "31000", "--host", "0.0.0.0"],
+    ["--model-path", "/m", "--cuda-graph-max-bs", "160"],
+    ["--model-path", "/m", "--cuda-graph-max-bs-decode", "160"],
+    ["--model-path", "/m", "--cuda-graph-max-bs-dec", "160"],
+    ["--model-path", "/m", "--cuda-graph-bs", "1", "2", "4"],
+    ["--model-path", "/m", "--disable-cuda-graph"],
+    ["--model-path", "/m", "--enable-cuda-graph"],
+    ["--model-path", "/m", "--cuda-graph-backend-decode", "tc_piecewise"],
+    ["--model-path", "/m", "--cuda-graph-backend-prefill", "sometimes"],
+    ["--model-path", "/m", "--mem-fraction-static", "1.5"],
+    ["--model-path", "/m", "--mem-fraction-static", "high"],
+    ["--model-path", "/m", "--max-prefill-tokens", "16k"],
+    ["--model-path", "/m", "--context-length", "1.5Ki"],
+    ["--model-path", "/m", "--enable-metrics", "--api-key", "k", "--log-level", "warning"],
+    ["--model-path", "/m", "--served-model-name", "s", "--speculative-algorithm", "EAGLE3"],
+    ["--model-path", "/m", "--config=/etc/sglang.yaml"],
+    ["--model_path", "/m"],
+    ["--tp-size", "2"],
+)
+
+CONFIG_EXAMPLES = (
+    {"model-path": "/m", "cuda-graph-max-bs-decode": 160},
+    {"model-path": "/m", "cuda-graph-max-bs": 160},
+    {"model_path": "/m", "tp_size": 2},
+    {"model-path": "/m", "tensor-parallel-size": 2, "enable-metrics": True, "skip-server-warmup": False},
+    {"model-path": "/m", "cuda-graph-bs-decode": [1, 2, 4]},
+    {"model-path": "/m", "disable-cuda-graph": True},
+    {"model-path": "/m", "mem-fraction-static": 0.9, "api-key": "k", "json-model-override-args": {"a": 1}},
+    {"model-path": "/m", "lora-paths": ["a", "b"]},
+)
+CONFIG_CLI = ["--port", "31000"]
+
+
+def _changed(parser: argparse.ArgumentParser, namespace: argparse.Namespace) -> dict:
+    defaults = {}
+    for action in parser._actions:  # argparse takes a shared dest's default from its first action
+        defaults.setdefault(action.dest, action.default)
+    return {k: _jsonable(v) for k, v in sorted(vars(namespace).items())
+            if k in defaults and v != defaults[k]}
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list) -> dict:
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            namespace = parser.parse_args(argv)
+    except SystemExit as e:
+        lines = [line for line in err.getvalue().splitlines() if line.startswith(parser.prog + ": error:")]
+        return {"exit": e.code, "error": lines[-1] if lines else err.getvalue().strip()[-300:]}
+    return {"exit": None, "changed": _changed(parser, namespace)}
+
+
+def parse_examples(parser: argparse.ArgumentParser) -> list:
+    return [dict(argv=list(argv), **_parse(parser, list(argv))) for argv in PARSE_EXAMPLES]
+
+
+def config_examples(parser: argparse.ArgumentParser) -> list:
+    import yaml
+
+    try:
+        from sglang.srt.utils.server_args_config_parser import ConfigArgumentMerger
+    except ImportError:
+        from sglang.srt.server_args_config_parser import ConfigArgumentMerger
+    result = []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "server.yaml")
+        for doc in CONFIG_EXAMPLES:
+            with open(path, "w") as f:
+                yaml.safe_dump(doc, f, sort_keys=False)
+            entry = {"yaml": doc, "cli": ["--config", "FILE"] + CONFIG_CLI}
+            try:
+                entry["argv"] = ConfigArgumentMerger(parser).merge_config_with_args(["--config", path] + CONFIG_CLI)
+            except ValueError as e:
+                entry["error"] = "ValueError: %s" % e
+            result.append(entry)
+    return result
 
 
 # ---------------------------------------------------------------- source reading
