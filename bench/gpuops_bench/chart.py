@@ -36,7 +36,7 @@ def _stop_panel(stop, y0):
     for variant, methods in stop["variants"].items():
         for method, row in methods.items():
             rows.append((variant, method, row["seconds"]))
-    values = [s["max"] for _, _, s in rows if s["max"] is not None] or [1]
+    values = [row[2]["max"] for row in rows if row[2]["max"] is not None] or [1]
     top, step = _ticks(max(values))
     plot_w = WIDTH - LABEL_W - 2 * PAD
     scale = plot_w / top
@@ -83,8 +83,8 @@ def _fleet_panel(fleet, y0):
     for row in fleet["rows"]:
         if row["wall_s"]["median"] is not None:
             series.setdefault(row["config"], []).append((row["nodes"], row["wall_s"]))
-    sizes = sorted({n for points in series.values() for n, _ in points}) or [1]
-    values = [s["max"] for points in series.values() for _, s in points] or [1]
+    sizes = sorted({point[0] for points in series.values() for point in points}) or [1]
+    values = [point[1]["max"] for points in series.values() for point in points] or [1]
     top, step = _ticks(max(values))
     left, right, height = PAD + 50, WIDTH - PAD - 190, 220
     plot_top = y0 + 30

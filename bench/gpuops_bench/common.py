@@ -28,7 +28,6 @@ if SIM not in sys.path:
     sys.path.insert(0, SIM)
 
 from gpusim.fleet import Fleet, SimNode, collections_path  # noqa: E402
-from gpusim.sandbox import Sandbox  # noqa: E402,F401  (detect and scancost take it from here)
 
 SERVER_LOG = os.path.join("log", "sglang", "server.log")   # under the node's workdir
 # What an operator's unrelated Python job looks like (killed by `ps aux | grep python3 | ... kill -9`).

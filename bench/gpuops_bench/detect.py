@@ -11,7 +11,9 @@ import random
 import subprocess
 import time
 
-from .common import AGENTS, VENV_PYTHON, WORK, Sandbox, collections_path, log, summary
+from .common import AGENTS, VENV_PYTHON, WORK, collections_path, log, summary
+
+from gpusim.sandbox import Sandbox  # noqa: E402  (tests/sim is on sys.path through .common)
 
 MODULE = "ansible_collections.gpuops.host.plugins.modules.gpu_verify"
 GOAL_MS = 100

@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 import os
 
-from .common import AGENTS, VENV_PYTHON, WORK, Sandbox, collections_path, log, ratio, summary
+from .common import AGENTS, VENV_PYTHON, WORK, collections_path, log, ratio, summary
+
+from gpusim.sandbox import Sandbox  # noqa: E402  (tests/sim is on sys.path through .common)
 
 DEFINITION = (
     "inside one node with PROCESSES extra idle processes holding FILES open files each (half tmp files, half "
