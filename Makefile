@@ -26,6 +26,8 @@ export PATH := $(BIN):$(PATH)
 # gpuops.host resolves to this working tree through COLLECTION_LINK (the one rule below).
 export ANSIBLE_COLLECTIONS_PATH := $(ANSIBLE_ROOT)/collections
 export ANSIBLE_NOCOLOR := 1
+# Plain logs in build/logs (ansible-lint, rich, pytest honour it).
+export NO_COLOR := 1
 
 -include mk/*.mk
 
