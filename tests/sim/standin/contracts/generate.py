@@ -587,6 +587,7 @@ def read_metrics(src: str) -> dict:
 def read_endpoints(src: str) -> dict:
     http = os.path.join(src, "sglang/srt/entrypoints/http_server.py")
     found = routes(http)
+    require(http, r"app\.include_router\(v1_loads_router\)")
     found.update(routes(os.path.join(src, "sglang/srt/entrypoints/v1_loads.py")))
     wanted = ("/health", "/health_generate", "/ready", "/model_info", "/get_model_info", "/server_info",
               "/get_server_info", "/v1/loads", "/get_load", "/generate", "/v1/completions", "/v1/chat/completions",

@@ -599,8 +599,8 @@ def launch_server(server_args: ServerArgs) -> None:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGTERM)
             return
-        logger.warning("SIGTERM received. signum=%d frame=%r. Draining requests and shutting down...",
-                       signum, frame)
+        # loop.add_signal_handler calls SignalHandler.sigterm_handler without arguments
+        logger.warning("SIGTERM received. signum=None frame=None. Draining requests and shutting down...")
         if "orphan" in fault_set:
             os._exit(0)
         tm.gracefully_exit = True
