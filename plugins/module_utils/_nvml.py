@@ -72,16 +72,19 @@ def _mib(value):
 def local_process(pid, procs, place):
     """What this host's /proc says about a PID that NVML lists: ``{exists, name, cmdline, user, where}``.
 
-    ``exists`` is False when no such process is visible here; ``where`` then says whether
-    that proves it gone (this is the PID namespace NVML's PIDs belong to) or not. For a
-    visible process, ``where`` names another PID namespace or container it runs in. The name
+    Where this is not the PID namespace NVML's PIDs belong to, no PID is looked up (the number
+    may name another process here): ``exists`` is False and ``where`` says so. Otherwise
+    ``exists`` False means the process is gone, and for a live one ``where`` names another PID
+    namespace or container it runs in. The name
     is the untruncated title where /proc/PID/comm is cut to 15 bytes (a process titled
     ``sglang::scheduler_TP3`` has comm ``sglang::schedul``).
     """
+    if not place.nvml_pids_are_local:
+        # the number may name another process here, or none: nothing here tells which process it is
+        return {'exists': False, 'name': None, 'cmdline': None, 'user': None, 'where': 'outside this PID namespace'}
     proc = procs.read(pid)
     if proc is None or proc.zombie:
-        where = None if place.nvml_pids_are_local else 'outside this PID namespace'
-        return {'exists': False, 'name': None, 'cmdline': None, 'user': None, 'where': where}
+        return {'exists': False, 'name': None, 'cmdline': None, 'user': None, 'where': None}
     return {'exists': True, 'name': proc.name, 'cmdline': ' '.join(proc.cmdline), 'user': procs.owner(pid),
             'where': place.elsewhere(pid)}
 

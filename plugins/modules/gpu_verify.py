@@ -199,10 +199,10 @@ gpus:
       type: int
     processes:
       description:
-        - Processes NVML lists on the GPU, with C(pid), C(used_mib), C(exists) (whether this PID namespace shows
-          the PID), where it exists its C(name) (untruncated title), C(cmdline) and C(user), and C(where) -
-          another PID namespace or container the process runs in, or, for a PID not shown here while NVML's PIDs
-          are another namespace's, V(outside this PID namespace).
+        - Processes NVML lists on the GPU, with C(pid), C(used_mib), C(exists) (whether the process exists),
+          where it exists its C(name) (untruncated title), C(cmdline) and C(user), and C(where) - another PID
+          namespace or container the process runs in, or V(outside this PID namespace) where the module runs
+          outside the host PID namespace, so that NVML's PIDs cannot be looked up (C(exists) is then V(false)).
       type: list
       elements: dict
     clean:

@@ -209,17 +209,36 @@ class Sandbox:
         return subprocess.run(self.command(argv, kwargs.pop("cwd", None)), env=self.env(env), timeout=timeout,
                               check=check, **kwargs)
 
-    def container(self, argv, name: str, env: dict = None, **kwargs) -> subprocess.Popen:
-        """Run ARGV in a container on the node: a nested PID namespace with its own /proc (the
-        node's /proc stays reachable at GPUSIM_HOST_PROC, for the NVML double only) and its own
-        mount namespace; a shell is the container's init. NAME names its directory."""
+    def container_argv(self, argv, name: str) -> tuple:
+        """(ARGV wrapped to run, inside the sandbox, in a container on the node: a nested PID
+        namespace with its own /proc and mount namespace, a shell as its init; the directory
+        where the node's /proc stays reachable, for GPUSIM_HOST_PROC). NAME names the directory."""
         outer = os.path.join(self.workdir, "containers", name, "node-proc")
         os.makedirs(outer, exist_ok=True)
         script = 'mount --bind /proc "$0" && mount -t proc proc /proc && "$@" & wait'
-        wrapped = ["unshare", "--pid", "--fork", "--kill-child", "--mount", "--propagation", "private",
-                   "sh", "-c", script, outer] + list(argv)
-        env = dict(env or {}, GPUSIM_HOST_PROC=outer)
-        return self.popen(wrapped, env=env, **kwargs)
+        return ["unshare", "--pid", "--fork", "--kill-child", "--mount", "--propagation", "private",
+                "sh", "-c", script, outer] + list(argv), outer
+
+    def container(self, argv, name: str, env: dict = None, **kwargs) -> subprocess.Popen:
+        """Run ARGV in a container on the node (see container_argv); the NVML double, and only
+        it, reads the node's /proc through GPUSIM_HOST_PROC there."""
+        wrapped, outer = self.container_argv(argv, name)
+        return self.popen(wrapped, env=dict(env or {}, GPUSIM_HOST_PROC=outer), **kwargs)
+
+    def container_python(self, name: str) -> str:
+        """A wrapper like ``python``, whose Python runs in a container on the node named NAME."""
+        wrapped, outer = self.container_argv(["__PYTHON__"], name)
+        wrapped[wrapped.index("sh") + 2] = wrapped[wrapped.index("sh") + 2].replace('& wait', '')
+        path = os.path.join(self.workdir, "bin", "python-in-" + name)
+        with open(self.python) as f:
+            script = f.read()
+        argv = " ".join(shlex.quote(a) for a in wrapped[:-1])
+        script = script.replace("exec nsenter", "export GPUSIM_HOST_PROC=%s\nexec nsenter" % shlex.quote(outer))
+        script = script.replace(" -- %s " % shlex.quote(VENV_PYTHON), " -- %s %s " % (argv, shlex.quote(VENV_PYTHON)))
+        with open(path, "w") as f:
+            f.write(script)
+        os.chmod(path, 0o755)
+        return path
 
     def allocate(self, gpu_index: int, mib: int, pid: int) -> None:
         """node.allocate for PID of the sandbox's namespace (its start time is read inside)."""

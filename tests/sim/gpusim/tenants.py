@@ -80,7 +80,7 @@ class Tenant:
         os.chmod(self.script, 0o755)
         self.log_path = os.path.join(self.dir, "signals.log")
         ready = os.path.join(self.dir, "ready")
-        argv = [VENV_PYTHON, self.script, "--log", self.log_path, "--ready", ready] + list(args)
+        argv = [VENV_PYTHON, self.script] + list(args) + ["--log", self.log_path, "--ready", ready]
         argv += sum((["--device", d] for d in devices), [])
         if gpu is not None:
             argv += ["--gpu", str(gpu), "--mib", str(mib)]

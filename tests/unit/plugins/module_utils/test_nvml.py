@@ -48,13 +48,27 @@ def write_proc(root, pid, comm, cmdline):
 ])
 def test_local_process(tmp_path, comm, cmdline, name, line):
     write_proc(tmp_path, 4242, comm, cmdline)
-    procs = ProcFS(str(tmp_path))
-    found = _nvml.local_process(4242, procs, Place(procs, 'self', {'GPUOPS_HOST_PIDNS': 'pid:[1]'}))
+    found = _nvml.local_process(4242, ProcFS(str(tmp_path)), InTheHostNamespace())
     assert found == {'exists': True, 'name': name, 'cmdline': line, 'user': 'root', 'where': None}
 
 
+class InTheHostNamespace:
+    """A Place where NVML's PIDs are this namespace's and every process runs beside the module."""
+    nvml_pids_are_local = True
+
+    def elsewhere(self, pid):
+        return None
+
+
 def test_local_process_gone(tmp_path):
+    assert _nvml.local_process(4242, ProcFS(str(tmp_path)), InTheHostNamespace()) == {
+        'exists': False, 'name': None, 'cmdline': None, 'user': None, 'where': None}
+
+
+def test_outside_the_host_pid_namespace_no_pid_is_looked_up(tmp_path):
+    write_proc(tmp_path, 4242, b'python3', b'python3\0train.py\0')
     procs = ProcFS(str(tmp_path))
+    # the fake tree has no ns/pid: the module cannot tell its namespace is the host's
     assert _nvml.local_process(4242, procs, Place(procs, 'self', {})) == {
         'exists': False, 'name': None, 'cmdline': None, 'user': None, 'where': 'outside this PID namespace'}
 
