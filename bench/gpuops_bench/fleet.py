@@ -1,115 +1,188 @@
 # Copyright: (c) 2026, gpuops maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Measurement 4: restart_extraction.yml over 1, 2, 4 and 8 nodes, defaults against bench/ansible.cfg."""
+"""Fleet scaling with the controller as the only bottleneck: restart_extraction.yml over 1, 8, 16 and
+32 light nodes (one process per node: gpusim.lightnode), and Ansible settings compared on the
+largest fleet."""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import statistics
+import threading
 
-from .common import RECOMMENDED_CFG, REPO, WORK, Ansible, TrialNode, log, summary
+from .common import RECOMMENDED_CFG, WORK, log, ratio, summary
+from .nodes import BenchFleet, BenchNode
 
-PLAYBOOK = os.path.join(REPO, "playbooks", "restart_extraction.yml")
+PLAYBOOK = "restart_serving.yml"
+# Settings compared against bench/ansible.cfg (forks 32, pipelining, gathering explicit), as
+# environment overrides of it; 'defaults' is an empty ansible.cfg.
+SETTINGS = {
+    "recommended": {},
+    "no pipelining": {"ANSIBLE_PIPELINING": "false"},
+    "forks 8": {"ANSIBLE_FORKS": "8"},
+    "strategy free": {"ANSIBLE_STRATEGY": "free"},
+    "defaults": None,
+}
 DEFINITION = (
-    "N local sandboxes (PID + mount namespaces, 8 simulated GPUs each) as N Ansible hosts with connection local, "
-    "each running a hand-started SGLang stand-in at TP=8; one run of playbooks/restart_extraction.yml drains, "
-    "stops, cleans and verifies every node and launches the stand-in in extraction mode until /health_generate "
-    "answers. Waiting on servers = per node, the seconds_to_clean (gpu_reap + gpu_verify elapsed) plus "
-    "seconds_to_ready (launch to ready) that the roles record, median over the nodes, as a share of the wall "
-    "time; Ansible overhead = the rest. 'defaults' = an empty ansible.cfg (forks 5, no pipelining, implicit "
-    "fact gathering off in the playbook anyway); 'recommended' = bench/ansible.cfg (forks 32, pipelining).")
-RESULT_PLAY = """\
-- name: Restart into extraction mode
-  ansible.builtin.import_playbook: {playbook}
-
-- name: Save what every node recorded
-  hosts: gpu_nodes
-  gather_facts: false
-  tasks:
-    - name: Write the results of the launch role
-      ansible.builtin.copy:
-        content: "{{{{ dict(ansible_play_hosts_all | zip(ansible_play_hosts_all | map('extract', hostvars)
-                   | map(attribute='sglang_launch_result', default=none))) | to_json }}}}"
-        dest: "{{{{ bench_results_file }}}}"
-        mode: "0644"
-      delegate_to: localhost
-      run_once: true
-"""
+    "N light nodes (gpusim.lightnode: one process per node with the stand-in's parser, endpoints, memory on 8 "
+    "GPUs registered with the NVML double and SGLang 0.5.23's shutdown pace: 5 s watchdog wake-up, ~1 s release), "
+    "each a sandbox of its own, in one gpu_nodes group; one run of playbooks/{playbook} with "
+    "gpuops_canary=false (all N in one batch) restarts every node into serving mode (extraction mode checks that "
+    "every scheduler process sees the dump directory, and a light node has no scheduler processes). Wall time of "
+    "ansible-playbook; controller CPU = CPU seconds of the ansible-playbook process tree (getrusage, children) "
+    "less the CPU of the nodes' Python interpreters (each wrapped to add its own `times`); per node = / N. "
+    "Settings: bench/ansible.cfg "
+    "(recommended) and overrides of it; 'defaults' = an empty ansible.cfg.")
 
 
-def host_vars(node):
-    """Each node's own port, paths and lock (gpusim.fleet); timings are the roles' defaults but the model load."""
-    return node.host_vars(fast=False, sglang_launch_server_args={"tp_size": node.gpus, "enable_metrics": True})
+def _start_all(nodes):
+    errors = []
+
+    def start(node):
+        try:
+            node.start()
+        except Exception as e:  # pylint: disable=broad-except
+            errors.append("%s: %s" % (node.name, e))
+
+    threads = [threading.Thread(target=start, args=(n,)) for n in nodes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise RuntimeError("light servers did not start: %s" % "; ".join(errors)[:3000])
 
 
-def _inventory(path, nodes):
-    with open(path, "w") as f:
-        json.dump({"gpu_nodes": {"hosts": dict((name, host_vars(node)) for name, node in nodes.items())}}, f, indent=1)
-    return path
+def _one(fleet, n, setting, tag):
+    overrides = SETTINGS[setting]
+    fleet.config = RECOMMENDED_CFG if overrides is not None else default_cfg()
+    fleet.extra_env = overrides or {}
+    result = fleet.run(PLAYBOOK, {"gpuops_canary": "false"}, tag=tag)
+    row = {"nodes": n, "setting": setting, "rc": result["rc"], "wall": round(result["wall"], 3),
+           "controller_cpu": round(result["controller_cpu"], 3), "node_cpu": round(result["node_cpu"], 3),
+           "main_cpu": round(result["main_cpu"], 3),
+           "cpu": round(result["cpu"], 3)}
+    if result["rc"] != 0:
+        row["output_tail"] = result["output"][-3000:]
+    return row
 
 
-def run(rounds, sizes=(1, 2, 4, 8), compare=(8,)):
-    """COMPARE: the sizes run with both configurations; the others with the recommended one only."""
-    if not os.path.exists(PLAYBOOK):
-        raise RuntimeError("playbooks/restart_extraction.yml not found")
-    wrapper = os.path.join(WORK, "restart_extraction_results.yml")
-    os.makedirs(WORK, exist_ok=True)
-    with open(wrapper, "w") as f:
-        f.write(RESULT_PLAY.format(playbook=PLAYBOOK))
-    configs = {"defaults": Ansible(), "recommended": Ansible(RECOMMENDED_CFG)}
-    plan = dict((n, list(configs) if n in compare else ["recommended"]) for n in sizes)
-    samples = dict(((n, c), []) for n in sizes for c in plan[n])
-    failures = []
+def default_cfg():
+    from .common import default_cfg as make
+
+    return make()
+
+
+def run(rounds=1, sizes=(1, 8, 16, 32), compare_at=None, settings=None):
+    compare_at = compare_at or max(sizes)
+    settings = [s for s in SETTINGS if settings is None or s in settings]
+    samples = []
     with contextlib.ExitStack() as stack:
-        nodes = {}
+        nodes = []
         for i in range(max(sizes)):
-            name = "gpu%02d" % (i + 1)
-            node = TrialNode(os.path.join(WORK, "nodes", "fleet-" + name), decoys=False, watchdog=5.0, name=name)
-            nodes[name] = stack.enter_context(node)
-        log("fleet: %d nodes up" % len(nodes))
-        n_run = 0
+            node = BenchNode(os.path.join(WORK, "nodes", "light%02d" % (i + 1)), light=True)
+            nodes.append(stack.enter_context(node))
+        _start_all(nodes)
+        log("fleet: %d light nodes up" % len(nodes))
         for r in range(rounds):
-            for n in sizes:
-                order = plan[n] if (r + n_run) % 2 == 0 else list(reversed(plan[n]))
-                for c in order:
-                    n_run += 1
-                    subset = dict(list(nodes.items())[:n])
-                    for node in subset.values():    # no record: the roles find the running server by pattern
-                        with contextlib.suppress(FileNotFoundError):
-                            os.unlink(os.path.join(node.state_dir, "server.json"))
-                    inventory = _inventory(os.path.join(WORK, "fleet-inventory-%d.json" % n), subset)
-                    results_file = os.path.join(WORK, "fleet-results.json")
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(results_file)
-                    wall, out = configs[c].playbook(inventory, wrapper, {"bench_results_file": results_file})
-                    per_host = {}
-                    if os.path.exists(results_file):
-                        with open(results_file) as f:
-                            per_host = json.load(f)
-                    ok = out.returncode == 0 and all(per_host.get(h) for h in subset)
-                    if not ok:
-                        failures.append({"nodes": n, "config": c, "rc": out.returncode, "tail": out.stdout[-3000:]})
-                        log("fleet: %d nodes, %s: FAILED (rc %d)\n%s" % (n, c, out.returncode, out.stdout[-3000:]))
-                        continue
-                    waits = [float(v["seconds_to_clean"] or 0) + float(v["seconds_to_ready"] or 0)
-                             for v in per_host.values()]
-                    samples[(n, c)].append({"wall": wall, "wait": statistics.median(waits),
-                                            "seconds_to_clean": [float(v["seconds_to_clean"] or 0) for v in per_host.values()],
-                                            "seconds_to_ready": [float(v["seconds_to_ready"] or 0) for v in per_host.values()]})
-                    log("fleet: %d nodes, %-11s round %d: %.1f s wall, %.1f s waiting on servers (median node)" % (
-                        n, c, r + 1, wall, statistics.median(waits)))
+            plan = [(n, "recommended") for n in sizes] + [(compare_at, s) for s in settings if s != "recommended"]
+            if r % 2:
+                plan.reverse()
+            for n, setting in plan:
+                fleet = BenchFleet(os.path.join(WORK, "scaling-%d" % n), nodes[:n])
+                row = _one(fleet, n, setting, "%d-%s-%d" % (n, setting.replace(" ", "_"), r))
+                samples.append(row)
+                log("fleet: %2d nodes, %-14s round %d: %s" % (n, setting, r + 1, "rc %d" % row["rc"] if row["rc"]
+                    else "%.1f s wall, controller %.1f CPU s (%.2f per node), nodes %.1f CPU s" % (
+                        row["wall"], row["controller_cpu"], row["controller_cpu"] / n, row["node_cpu"])))
     rows = []
-    for (n, c), ss in samples.items():
-        wall = summary([s["wall"] for s in ss])
-        wait = summary([s["wait"] for s in ss])
-        share = wait["median"] / wall["median"] if ss else None
-        rows.append({"nodes": n, "config": c, "wall_s": wall, "server_wait_s": wait,
-                     "wait_share": round(share, 3) if share is not None else None,
-                     "overhead_share": round(1 - share, 3) if share is not None else None,
-                     "runs": ss})
-    rows.sort(key=lambda row: (row["nodes"], row["config"]))
-    return {"definition": DEFINITION, "rounds": rounds, "hosts": "local sandboxes (not podman containers)",
-            "rows": rows, "failures": failures, "notes": []}
+    for key in sorted({(s["nodes"], s["setting"]) for s in samples}):
+        ss = [s for s in samples if (s["nodes"], s["setting"]) == key and s["rc"] == 0]
+        n = key[0]
+        rows.append({"nodes": n, "setting": key[1], "config": key[1], "runs": "%d/%d" % (len(ss), sum(
+            1 for s in samples if (s["nodes"], s["setting"]) == key)),
+            "wall_s": summary([s["wall"] for s in ss]),
+            "controller_cpu_s": summary([s["controller_cpu"] for s in ss]),
+            "controller_cpu_per_node_s": summary([s["controller_cpu"] / n for s in ss]),
+            "main_cpu_s": summary([s["main_cpu"] for s in ss]),
+            "node_cpu_per_node_s": summary([s["node_cpu"] / n for s in ss])})
+    one = next((r["wall_s"]["median"] for r in rows if r["nodes"] == 1 and r["setting"] == "recommended"), None)
+    for row in rows:
+        row["wall_vs_one_node"] = ratio(row["wall_s"]["median"], one)
+    return {"definition": DEFINITION.format(playbook=PLAYBOOK), "rows": rows, "samples": samples,
+            "extrapolation": extrapolate(rows)}
+
+
+def extrapolate(rows, fleet=500, cores=16):
+    """On paper: FLEET nodes on a CORES-core controller, from the recommended setting's figures.
+
+    ansible-playbook's main process (the strategy: templating, conditionals, results) runs on one
+    core; its forks (one per host of a batch, each running the tasks' connection and module
+    transfer) spread over the cores. Per node costs are the marginal ones between the smallest and
+    the largest fleet measured, so the fixed start-up cost is counted once."""
+    rec = sorted((r for r in rows if r["setting"] == "recommended" and r["wall_s"]["median"]), key=lambda r: r["nodes"])
+    if len(rec) < 2:
+        return None
+    small, large = rec[0], rec[-1]
+    extra = large["nodes"] - small["nodes"]
+    main = (large["main_cpu_s"]["median"] - small["main_cpu_s"]["median"]) / extra
+    workers = ((large["controller_cpu_s"]["median"] - large["main_cpu_s"]["median"])
+               - (small["controller_cpu_s"]["median"] - small["main_cpu_s"]["median"])) / extra
+    main_s, workers_s = main * fleet, workers * fleet / (cores - 1)
+    return {"fleet": fleet, "cores": cores, "from_nodes": [small["nodes"], large["nodes"]],
+            "main_cpu_per_node_s": round(main, 3), "worker_cpu_per_node_s": round(workers, 3),
+            "main_s": round(main_s, 1), "workers_s": round(workers_s, 1),
+            "one_node_wall_s": small["wall_s"]["median"] if small["nodes"] == 1 else None,
+            "wall_s_estimate": round(max(main_s, workers_s) + small["wall_s"]["median"], 1)}
+
+
+def goals(result):
+    rows = [r for r in result["rows"] if r["setting"] == "recommended"]
+    largest = max(rows, key=lambda r: r["nodes"]) if rows else None
+    if not largest or largest["wall_vs_one_node"] is None or largest["nodes"] == 1:
+        return []
+    x = largest["wall_vs_one_node"]
+    return [("fleet of %d light nodes against one node (bench/ansible.cfg)" % largest["nodes"], "<= 2.0x wall",
+             "%.2fx (%.1f s against %.1f s)" % (x, largest["wall_s"]["median"], largest["wall_s"]["median"] / x),
+             "yes" if x <= 2.0 else "**no** (+%.2fx)" % (x - 2.0))]
+
+
+def markdown(result):
+    out = ["## Fleet scaling: light nodes, the controller as the bottleneck", "", result["definition"], "",
+           "| Nodes | Setting | Wall (s) | min-max | vs 1 node | Controller CPU (s) | of it main process (s) | per node (s) "
+           "| Nodes' Python CPU per node (s) | Runs |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in result["rows"]:
+        w = r["wall_s"]
+        out.append("| %d | %s | %s | %s-%s | %s | %s | %s | %s | %s | %s |" % (
+            r["nodes"], r["setting"], w["median"], w["min"], w["max"], r["wall_vs_one_node"],
+            r["controller_cpu_s"]["median"], r["main_cpu_s"]["median"], r["controller_cpu_per_node_s"]["median"],
+            r["node_cpu_per_node_s"]["median"], r["runs"]))
+    e = result.get("extrapolation")
+    if e:
+        out += ["", ("On paper, %(fleet)d nodes in one batch on a %(cores)d-core controller: ansible-playbook's main "
+                     "process spends %(main_cpu_per_node_s).2f CPU s per extra node on one core (marginal, between "
+                     "%(from_nodes)s nodes), %(main_s).0f s for %(fleet)d; its forks spend %(worker_cpu_per_node_s).2f "
+                     "CPU s per node, %(workers_s).0f s on the %(cores)d cores less the main one. So about "
+                     "%(wall_s_estimate).0f s of wall time (the larger of the two, plus one node's own run), "
+                     "against %(one_node_wall_s)s s for one node, provided the controller holds 500 forks "
+                     "(memory) and the nodes' own work, here counted apart, runs on the nodes.") % e]
+    return out
+
+
+def explain(result):
+    rows = [r for r in result["rows"] if r["setting"] == "recommended"]
+    largest = max(rows, key=lambda r: r["nodes"]) if rows else None
+    out = []
+    if largest and largest["wall_vs_one_node"] and largest["wall_vs_one_node"] > 2.0:
+        one = [r for r in rows if r["nodes"] == 1]
+        out.append("Fleet: %d light nodes took %.2fx one node's wall time (goal 2x). The controller runs %d hosts' "
+                   "tasks on 2 cores: %.1f CPU s in the controller (%.1f s of it in ansible-playbook's main process, "
+                   "which is single-threaded) and %.1f CPU s in the nodes' Python interpreters, all on the same 2 "
+                   "cores here, against %.1f s and %.1f s for one node." % (
+                       largest["nodes"], largest["wall_vs_one_node"], largest["nodes"],
+                       largest["controller_cpu_s"]["median"], largest["main_cpu_s"]["median"],
+                       largest["node_cpu_per_node_s"]["median"] * largest["nodes"],
+                       one[0]["controller_cpu_s"]["median"] if one else float("nan"),
+                       one[0]["node_cpu_per_node_s"]["median"] if one else float("nan")))
+    return out

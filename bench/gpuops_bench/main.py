@@ -14,10 +14,10 @@ import subprocess
 import time
 import traceback
 
-from . import chart, detect, fleet, overhead, report, scancost, stop
+from . import chart, detect, downtime, fleet, overhead, prefetch, report, scancost, stop
 from .common import BENCH, REPO, log
 
-MEASUREMENTS = ("stop", "detect", "scan", "overhead", "fleet")
+MEASUREMENTS = ("downtime", "stop", "fleet", "prefetch", "detect", "scan", "overhead")
 
 
 def _commit():
@@ -43,6 +43,13 @@ def main(argv=None):
                         help="the stand-in's shutdown watchdog interval in measurement 1 (SGLang's is 5 s)")
     parser.add_argument("--fleet-rounds", type=int, default=int(os.environ.get("BENCH_FLEET_ROUNDS", 0)),
                         help="rounds of the fleet measurement (default: rounds / 3, at least 1; it is the slowest)")
+    parser.add_argument("--fleet-sizes", type=lambda v: tuple(int(n) for n in v.split(",")), default=(1, 8, 16, 32),
+                        help="light-node fleet sizes (default 1,8,16,32); the settings are compared at the largest")
+    parser.add_argument("--fleet-settings", type=lambda v: [s.strip() for s in v.split(",") if s.strip()],
+                        default=None, help="Ansible settings compared in the fleet measurement (default: all of %s)"
+                        % ", ".join(fleet.SETTINGS))
+    parser.add_argument("--weights-mib", type=int, default=1024,
+                        help="size of the model's weight files in the downtime and prefetch measurements")
     parser.add_argument("--processes", type=int, default=2000, help="extra processes in the scan measurement")
     parser.add_argument("--report", action="store_true",
                         help="measure nothing: rewrite latest.md from latest.json (after a change to the report)")
@@ -61,6 +68,7 @@ def main(argv=None):
             results = json.load(f)
     if args.report:
         results["notes"] = notes(results)
+        results["meta"]["conditions"] = conditions(results)
         return write(results, args.out)
     results["meta"] = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                        "host": "%s %s" % (platform.system(), platform.release()), "cpus": os.cpu_count(),
@@ -71,8 +79,11 @@ def main(argv=None):
         "detect": lambda: detect.run(max(rounds, 3) if not args.quick else 1),
         "scan": lambda: scancost.run(max(rounds, 3) if not args.quick else 1, processes=args.processes),
         "overhead": lambda: overhead.run(max(rounds, 3) if not args.quick else 1),
-        "fleet": lambda: (fleet.run(1, sizes=(1, 2), compare=(2,)) if args.quick else
-                          fleet.run(args.fleet_rounds or max(1, rounds // 3), compare=(8,))),
+        "fleet": lambda: (fleet.run(1, sizes=(1, 2), settings=["recommended"]) if args.quick else
+                          fleet.run(args.fleet_rounds or max(1, rounds // 3), sizes=args.fleet_sizes,
+                                    settings=args.fleet_settings)),
+        "downtime": lambda: downtime.run(rounds if not args.quick else 1, weights_mib=args.weights_mib),
+        "prefetch": lambda: prefetch.run(rounds if not args.quick else 1, weights_mib=args.weights_mib),
     }
     errors = results.setdefault("errors", {})
     started = time.monotonic()
@@ -82,14 +93,31 @@ def main(argv=None):
         log("%s: starting (%.0f s into the run)" % (name, time.monotonic() - started))
         errors.pop(name, None)
         try:
+            load, began = os.getloadavg(), time.monotonic()
             results[name] = runs[name]()
+            results[name]["run"] = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                                    "seconds": round(time.monotonic() - began), "load_before": list(load),
+                                    "load_after": list(os.getloadavg()), "commit": results["meta"]["commit"]}
         except Exception as e:  # one failed measurement must not lose the others
             log("%s failed:\n%s" % (name, traceback.format_exc()))
             results.pop(name, None)
             errors[name] = "%s: %s" % (type(e).__name__, e)
     results["meta"]["seconds"] = round(time.monotonic() - started, 1)
+    results["meta"]["conditions"] = conditions(results)
     results["notes"] = notes(results)
     return write(results, args.out)
+
+
+def conditions(results):
+    """When each measurement ran and under what load (the 1-minute load average counts every process on the
+    machine, other users' included), in words."""
+    parts = []
+    for name in MEASUREMENTS:
+        run = (results.get(name) or {}).get("run")
+        if run:
+            parts.append("%s at %s (%d s; load average %.1f before, %.1f after)" % (
+                name, run["date"], run["seconds"], run["load_before"][0], run["load_after"][0]))
+    return "%s, on %d CPUs." % ("; ".join(parts), os.cpu_count()) if parts else ""
 
 
 def write(results, out):

@@ -7,7 +7,6 @@ a model with weight files, and ansible-playbook runs with the timeline callback.
 
 from __future__ import annotations
 
-import glob
 import os
 import resource
 import subprocess
@@ -27,21 +26,8 @@ PLAYBOOKS = os.path.join(REPO, "playbooks")
 REAL_PACE_ENV = {"GPUSIM_SGLANG_WATCHDOG_INTERVAL": "5", "GPUSIM_SGLANG_MEMORY_RELEASE_SECONDS": "1.0",
                  "GPUSIM_SGLANG_LOAD_SECONDS": "0.3", "GPUSIM_SGLANG_WARMUP_SECONDS": "1.0",
                  "GPUSIM_SGLANG_TOKEN_DELAY": "0.01"}
-# Variables that gpusim.fleet sets to test values; the benchmark runs with the roles' defaults instead.
-TEST_TIMINGS = ("sglang_launch_ready_timeout", "sglang_launch_ready_interval", "sglang_stop_drain_interval",
-                "sglang_stop_term_timeout", "sglang_stop_kill_timeout", "gpu_clean_verify_timeout",
-                "gpu_clean_poll_interval")
 READY_LINE = "The server is fired up and ready to roll!"
 SIGTERM_LINE = "SIGTERM received"
-
-
-def role_defaults():
-    """Every role's defaults/main.yml, merged."""
-    values = {}
-    for path in sorted(glob.glob(os.path.join(REPO, "roles", "*", "defaults", "main.yml"))):
-        with open(path) as f:
-            values.update(yaml.safe_load(f) or {})
-    return values
 
 
 class BenchNode(SimNode):
@@ -55,14 +41,9 @@ class BenchNode(SimNode):
         if model:
             self.model = model
 
-    def host_vars(self, **extra):
-        values = super().host_vars()
-        defaults = role_defaults()
-        for key in TEST_TIMINGS:
-            if key in defaults:
-                values[key] = defaults[key]
-            else:
-                values.pop(key, None)
+    def host_vars(self, fast=False, **extra):
+        """The roles' default timings (not gpusim's test timings), TP over every GPU; EXTRA wins."""
+        values = super().host_vars(fast=fast)
         values["sglang_launch_server_args"] = {"tp_size": self.gpus, "enable_metrics": True}
         values.update(extra)
         return values
@@ -135,18 +116,36 @@ class BenchFleet(Fleet):
         env.update(self.extra_env)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.monotonic()
-        proc = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              timeout=timeout, cwd=self.workdir, check=False)
+        output = os.path.join(self.workdir, "%s-output.log" % tag)
+        with open(output, "w") as out:
+            proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=self.workdir)
+            main_cpu = 0.0
+            while proc.poll() is None and time.monotonic() - start < timeout:
+                main_cpu = own_cpu(proc.pid) or main_cpu
+                time.sleep(0.2)
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
         wall = time.monotonic() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         node_cpu = self.node_cpu_seconds()
-        with open(os.path.join(self.workdir, "%s-output.log" % tag), "w") as f:
-            f.write(proc.stdout)
+        with open(output) as f:
+            text = f.read()
         if proc.returncode != 0:
-            log("%s: rc %d\n%s" % (playbook, proc.returncode, proc.stdout[-3000:]))
+            log("%s: rc %d\n%s" % (playbook, proc.returncode, text[-3000:]))
         return {"rc": proc.returncode, "start": start, "wall": wall, "cpu": cpu, "node_cpu": node_cpu,
-                "controller_cpu": cpu - node_cpu, "output": proc.stdout, "timeline": timeline}
+                "controller_cpu": cpu - node_cpu, "main_cpu": main_cpu, "output": text, "timeline": timeline}
+
+
+def own_cpu(pid):
+    """CPU seconds (user + system) that process PID has used itself, not counting its children; None once gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def shared_model(weights_mib, shards):

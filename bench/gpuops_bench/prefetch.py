@@ -112,3 +112,18 @@ def markdown(result):
                 result["speedup"]["weight_load"], result["speedup"]["start_to_ready"],
                 rows["warm"]["module_seconds"]["median"], result["weights_mib"],
                 rows["warm"]["module_mib_per_second"]["median"], rows["warm"]["module_wall"]["median"])]
+
+
+def explain(result):
+    speed = result["speedup"].get("weight_load")
+    out = []
+    if speed is not None and speed < 2.0:
+        out.append("Prefetch: the weight load was %.2fx faster warm than cold, short of 2x. The cold load reads from "
+                   "a disk that the host caches as well (a virtual disk), so cold reads here are faster than a real "
+                   "node's NVMe or network storage." % speed)
+    ready = result["speedup"].get("start_to_ready")
+    if ready is not None:
+        out.append("Prefetch: from process start to ready the gain is %.2fx: the weight reads are one part of the "
+                   "stand-in's start, beside its process start-up (eleven Python processes on two cores), the fixed "
+                   "load and graph-capture time and the 1 s warm-up wait." % ready)
+    return out

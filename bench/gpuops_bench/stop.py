@@ -10,17 +10,16 @@ import os
 import time
 
 from .common import AGENTS, RECOMMENDED_CFG, REPO, WORK, Ansible, TrialNode, log, ratio, summary
+from .nodes import SIGTERM_LINE
+from .timeline import LogTail, Tasks, callback_env
 
 HAND_A = ('pkill -f "sglang"; sleep 2; ps aux | grep python3 | grep -v grep | awk \'{print $2}\' | xargs -r kill -9; '
           'sleep 1; fuser -k /dev/nvidia*; sleep 2; python %s --once\n' % os.path.join(AGENTS, "nvml_watch.py"))
 HAND_B = "pkill -9 -f sglang; sleep 3; pgrep -af sglang\n"
 
-# The ad-hoc pair uses the values the roles use (sglang_stop, gpu_clean).
-REAP_ARGS = {"presets": ["sglang"], "device_holders": True, "term_timeout": 20, "kill_timeout": 10}
+# The ad-hoc pair uses the values the roles use (sglang_stop's call of gpu_clean, gpu_clean's defaults).
+REAP_ARGS = {"presets": ["sglang"], "kill_mode": "mixed", "term_timeout": 60, "kill_timeout": 10}
 VERIFY_ARGS = {"expected_count": 8, "timeout": 60, "poll_interval": 0.5}
-# What a drained server (no request in flight) allows: SIGTERM to every process at once, which the
-# schedulers obey at once, and SIGKILL after 1 s to a launcher still waiting for its watchdog's tick.
-REAP_GROUP_ARGS = dict(REAP_ARGS, kill_mode="control-group", term_timeout=1)
 STOP_PLAYBOOK = os.path.join(REPO, "playbooks", "stop_sglang.yml")
 
 METHODS = {
@@ -30,7 +29,6 @@ METHODS = {
     "gpuops_adhoc": "ansible node -m gpuops.host.gpu_reap -a '%s'; ansible node -m gpuops.host.gpu_verify -a '%s' "
                     "(bench/ansible.cfg)" % (json.dumps(REAP_ARGS), json.dumps(VERIFY_ARGS)),
     "stop_sglang": "ansible-playbook playbooks/stop_sglang.yml (bench/ansible.cfg, role defaults)",
-    "gpuops_group": "as the ad-hoc pair, with gpu_reap kill_mode=control-group term_timeout=1 (bench/ansible.cfg)",
 }
 VARIANTS = {
     "prompt": (),                      # exits at the watchdog's next check after SIGTERM
@@ -50,15 +48,15 @@ def _trial(method, variant, workdir, ansible, watchdog):
         with open(script, "w") as f:
             f.write(HAND_A if method == "hand_a" else HAND_B)
         detail = {}
+        tail = LogTail([node.server.log_path]).__enter__()
         start = time.monotonic()
         if method in ("hand_a", "hand_b"):
             out = node.sb.run(["bash", script], capture_output=True, text=True, cwd="/", timeout=300)
             end = time.monotonic()
             detail["output"] = (out.stdout + out.stderr)[-400:]
             verified = True
-        elif method in ("gpuops_adhoc", "gpuops_group"):
-            reap_args = REAP_ARGS if method == "gpuops_adhoc" else REAP_GROUP_ARGS
-            reap_wall, reap = ansible.adhoc(inventory, "gpu_reap", reap_args)
+        elif method == "gpuops_adhoc":
+            reap_wall, reap = ansible.adhoc(inventory, "gpu_reap", REAP_ARGS)
             verify_wall, check = ansible.adhoc(inventory, "gpu_verify", VERIFY_ARGS)
             end = time.monotonic()
             status, result = check["node"]
@@ -69,14 +67,25 @@ def _trial(method, variant, workdir, ansible, watchdog):
                           verify_wall=round(verify_wall, 3),
                           signals=sorted(set(s for t in reap["node"][1].get("stopped", []) for s in t["signals"])))
         else:
-            wall, out = ansible.playbook(inventory, STOP_PLAYBOOK)
+            timeline = os.path.join(workdir, "timeline.jsonl")
+            wall, out = ansible.playbook(inventory, STOP_PLAYBOOK, env=callback_env(timeline))
             end = time.monotonic()
             verified = out.returncode == 0
             if not verified:
                 detail["output"] = out.stdout[-1500:]
         node.watch.wait(True, 30)
         clean_at = node.watch.clean_since()
+        tail.close()
         detail["gpus_clean_s"] = None if clean_at is None else round(clean_at - start, 3)
+        # The server's own exit: from the SIGTERM its log reports until the poller saw every GPU free.
+        sigterm, dummy = tail.first(SIGTERM_LINE)
+        detail["sigterm_s"] = None if sigterm is None else round(sigterm - start, 3)
+        detail["own_exit_s"] = None if None in (sigterm, clean_at) else round(clean_at - sigterm, 3)
+        if method == "stop_sglang" and None not in (sigterm, clean_at):
+            tasks = Tasks(timeline)   # remote tasks before the SIGTERM and after the GPUs were free
+            detail["remote_tasks_before_sigterm"] = len(tasks.remote(end=sigterm))
+            detail["remote_tasks_after_free"] = len(tasks.remote(start=clean_at))
+            detail["first_task_s"] = round((tasks.records[0]["t"] if tasks.records else start) - start, 3)
         census = node.census()
     if method in ("hand_a", "hand_b"):
         verified_at = max(end, clean_at) if clean_at else None
@@ -84,6 +93,11 @@ def _trial(method, variant, workdir, ansible, watchdog):
         verified_at = end if verified else None
         detail["poller_clean_before_end"] = clean_at is not None and clean_at <= end
     node_clean = clean_at is not None and not census["server_left"]
+    seconds = None if verified_at is None else verified_at - start
+    if method not in ("hand_a", "hand_b") and None not in (seconds, detail["own_exit_s"]):
+        detail["over_own_exit_s"] = round(seconds - detail["own_exit_s"], 3)
+        if detail.get("module_seconds") is not None:
+            detail["module_over_own_exit_s"] = round(detail["module_seconds"] - detail["own_exit_s"], 3)
     return dict(detail, method=method, variant=variant, seconds=None if verified_at is None else round(verified_at - start, 3),
                 procedure_seconds=round(end - start, 3), node_clean=node_clean, **census)
 
@@ -106,6 +120,7 @@ def run(rounds, watchdog=5.0, methods=None):
                     variant, method, r + 1, t["seconds"], t["node_clean"], ",".join(t["decoys_killed"]) or "none"))
                 trials.append(t)
     report = {"definition": DEFINITION, "watchdog_interval_s": watchdog, "rounds": rounds,
+              "poll_interval_s": VERIFY_ARGS["poll_interval"],
               "methods": dict((m, METHODS[m]) for m in methods), "variants": {}}
     for variant in VARIANTS:
         rows = {}
@@ -116,6 +131,13 @@ def run(rounds, watchdog=5.0, methods=None):
                        "gpus_clean_s": summary([t["gpus_clean_s"] for t in ts]),
                        "module_seconds": summary([t.get("module_seconds") for t in ts]),
                        "procedure_seconds": summary([t["procedure_seconds"] for t in ts]),
+                       "sigterm_s": summary([t.get("sigterm_s") for t in ts]),
+                       "own_exit_s": summary([t.get("own_exit_s") for t in ts]),
+                       "over_own_exit_s": summary([t.get("over_own_exit_s") for t in ts]),
+                       "module_over_own_exit_s": summary([t.get("module_over_own_exit_s") for t in ts]),
+                       "remote_tasks_before_sigterm": summary([t.get("remote_tasks_before_sigterm") for t in ts]),
+                       "remote_tasks_after_free": summary([t.get("remote_tasks_after_free") for t in ts]),
+                       "first_task_s": summary([t.get("first_task_s") for t in ts]),
                        "clean": "%d/%d" % (sum(t["node_clean"] for t in ts), len(ts)),
                        "all_clean": all(t["node_clean"] for t in ts),
                        "decoys_killed": killed}
