@@ -128,15 +128,16 @@ def test_holder_fails_and_is_named(run, node, holders):
     uuid = node.gpu_uuids[3]
     assert result["failed"] is True and result["clean"] is False
     assert result["dirty"] == [uuid]
-    assert result["gpus"][uuid]["problem"] == "8123 MiB used by pid %d (sglang::scheduler_TP3)" % holder.pid
+    problem = "8123 MiB used by pid %d (user root: sglang::scheduler_TP3)" % holder.pid
+    assert result["gpus"][uuid]["problem"] == problem
     assert result["msg"].splitlines() == [
         "1 of 8 checked GPUs not clean after %.1f s (timeout 1 s)" % result["elapsed"],
-        "GPU 3 %s: 8123 MiB used by pid %d (sglang::scheduler_TP3)" % (uuid, holder.pid),
+        "GPU 3 %s: %s" % (uuid, problem),
     ]
     assert result["polls"] > 1
     proc = result["gpus"][uuid]["processes"][0]
     assert proc == {"pid": holder.pid, "used_mib": 8123, "exists": True, "name": "sglang::scheduler_TP3",
-                    "cmdline": "sglang::scheduler_TP3"}
+                    "cmdline": "sglang::scheduler_TP3", "user": "root", "where": None}
 
 
 def test_holder_killed_mid_wait_passes_after_release_lag(collections, node, tmp_path, holders):
@@ -187,16 +188,25 @@ def test_expected_count_mismatch_fails(run, tmp_path):
 
 def test_v1_only_driver_falls_back_with_a_warning(collections, node, tmp_path, holders):
     node.set_no_v2()
-    play = Play(collections, node, tmp_path, "gpu_verify", {"timeout": 0})
+    play = Play(collections, node, tmp_path, "gpu_verify", {"timeout": 0, "v1_reserved_mib": 700})
     result = play.start().wait()
     assert result["clean"] is True and result["memory_api"] == "v1"
     gpu = result["gpus"][node.gpu_uuids[0]]
     assert gpu["used_mib"] == 700 and gpu["reserved_mib"] is None
-    assert "no v2 memory call" in play.output and "1056 MiB" in play.output
+    assert "no v2 memory call" in play.output and "(732 MiB)" in play.output
     node.allocate(2, 2048, pid=holders("sglang::scheduler_TP2").pid)
-    result = Play(collections, node, tmp_path, "gpu_verify", {"timeout": 0}).start().wait()
+    result = Play(collections, node, tmp_path, "gpu_verify", {"timeout": 0, "v1_reserved_mib": 700}).start().wait()
     assert result["failed"] is True and result["memory_api"] == "v1"
     assert result["gpus"][node.gpu_uuids[2]]["problem"].startswith("2748 MiB used by pid ")
+
+
+def test_v1_only_driver_without_an_idle_value_cannot_prove_zero(collections, node, tmp_path):
+    node.set_no_v2()
+    play = Play(collections, node, tmp_path, "gpu_verify", {"timeout": 0})
+    result = play.start().wait()
+    assert result["failed"] is True and result["memory_api"] == "v1" and len(result["dirty"]) == 8
+    assert result["gpus"][node.gpu_uuids[0]]["problem"].startswith(
+        "700 MiB used as the v1 memory call reads it, driver-reserved memory included: zero cannot be proven")
 
 
 def test_missing_library(run, tmp_path):
@@ -281,3 +291,63 @@ def test_gpu_process_pids_over_the_double(node, holders, tmp_path):
         {"gpu_uuid": node.gpu_uuids[0], "gpu_index": 0, "pid": holder.pid, "used_mib": 100},
         {"gpu_uuid": node.gpu_uuids[4], "gpu_index": 4, "pid": GHOST_PID, "used_mib": 64},
     ]
+
+
+# -- inside a simulated node: PIDs of other PID namespaces, the PCI bus ---------------------------
+
+def _sandbox_play(collections, sb, tmp_path, module, args, python=None):
+    play = Play(collections, sb.node, tmp_path, module, args, python=python or sb.python,
+                env={"GPUOPS_HOST_PIDNS": sb.pid_namespace})
+    return play.start().wait()
+
+
+def test_a_process_in_a_container_is_named_as_such(collections, tmp_path):
+    from gpusim.sandbox import Sandbox
+    from gpusim.tenants import Tenant
+    with Sandbox(str(tmp_path / "sb"), gpus=8) as sb:
+        boxed = Tenant(sb, "train.py", devices=["/dev/nvidia5"], gpu=5, mib=4096, container="tenant-a")
+        result = _sandbox_play(collections, sb, tmp_path, "gpu_verify", {"timeout": 0})
+        uuid = sb.node.gpu_uuids[5]
+        assert result["failed"] is True and result["dirty"] == [uuid]
+        proc = result["gpus"][uuid]["processes"][0]
+        assert proc["pid"] == boxed.pid and proc["exists"] is True
+        assert proc["where"].startswith("in another PID namespace (pid:[")
+        assert result["gpus"][uuid]["problem"].startswith(
+            "4096 MiB used by pid %d in another PID namespace (pid:[" % boxed.pid)
+        assert "needs a reset" not in result["msg"]
+        boxed.close()
+
+
+def test_a_check_run_inside_a_container_does_not_call_the_host_s_pids_gone(collections, tmp_path):
+    from gpusim.sandbox import Sandbox
+    from gpusim.tenants import Tenant
+    with Sandbox(str(tmp_path / "sb"), gpus=8) as sb:
+        job = Tenant(sb, "train.py", devices=["/dev/nvidia2"], gpu=2, mib=2048)
+        # the module's Python in a container on the node: a PID namespace of its own
+        boxed_python = sb.container_python("checker")
+        result = _sandbox_play(collections, sb, tmp_path, "gpu_verify", {"timeout": 0}, python=str(boxed_python))
+        uuid = sb.node.gpu_uuids[2]
+        assert result["failed"] is True and result["dirty"] == [uuid]
+        assert result["gpus"][uuid]["processes"][0]["where"] == "outside this PID namespace"
+        assert result["gpus"][uuid]["problem"] == (
+            "2048 MiB held by pid %d, which is not a process of this PID namespace: NVML lists the host's PIDs, "
+            "so run the check in the host PID namespace to name it" % job.pid)
+        reaped = _sandbox_play(collections, sb, tmp_path, "gpu_reap", {"nvml_processes": True},
+                               python=str(boxed_python))
+        assert reaped["failed"] is True and reaped["msg"].startswith(
+            "nvml_processes: NVML lists processes by the PIDs of the host PID namespace (%s), and gpu_reap runs in "
+            "pid:[" % sb.pid_namespace)
+        assert job.alive() and job.signals() == []
+        job.close()
+
+
+def test_a_gpu_missing_from_nvml_but_on_the_pci_bus_fails_by_default(collections, tmp_path):
+    from gpusim.sandbox import Sandbox
+    with Sandbox(str(tmp_path / "sb"), gpus=7, pci_gpus=8) as sb:
+        result = _sandbox_play(collections, sb, tmp_path, "gpu_verify", {"timeout": 30})
+        assert result["failed"] is True and result["polls"] == 1 and result["count"] == 7
+        assert result["expected_count"] == 8
+        assert result["problems"][0].startswith("NVML shows 7 GPUs, the PCI bus 8 NVIDIA GPUs (0000:18:00.0, ")
+    with Sandbox(str(tmp_path / "sb2"), gpus=8) as sb:
+        result = _sandbox_play(collections, sb, tmp_path, "gpu_verify", {"timeout": 0})
+        assert result["clean"] is True and result["expected_count"] == 8

@@ -157,3 +157,38 @@ def test_cli_start_exec_stop(tmp_path):
         stopped = cli("stop", "--workdir", workdir)
     assert stopped.returncode == 0, stopped.stderr
     wait_for(lambda: not os.path.exists("/proc/%d" % info["init_pid"]), "sandbox init outlived stop")
+
+
+def test_sysfs_shows_the_gpus_on_the_pci_bus_and_the_namespace_is_named(sandbox):
+    listing = sandbox.run(["sh", "-c", "for d in /sys/bus/pci/devices/*; do echo $(basename $d) $(cat $d/vendor) "
+                                       "$(cat $d/class); done"], capture_output=True, text=True, check=True).stdout
+    rows = [line.split() for line in listing.splitlines()]
+    gpus = [r[0] for r in rows if r[1] == "0x10de" and r[2].startswith("0x03")]
+    assert gpus == ["0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0"]
+    assert len([r for r in rows if r[2] == "0x068000"]) == 4       # NVSwitches are bridges
+    inside = sandbox.run(["sh", "-c", "echo $GPUOPS_HOST_PIDNS; readlink /proc/self/ns/pid"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert inside[0] == inside[1] == sandbox.pid_namespace
+
+
+def test_a_container_is_a_nested_pid_namespace_whose_gpu_memory_nvml_lists_by_the_node_s_pid(sandbox):
+    code = ("import os, time\nfrom gpusim.nvml import Node\n"
+            "Node(os.environ['GPUSIM_STATE']).allocate(1, 2048)\n"
+            "print(os.getpid(), os.readlink('/proc/self/ns/pid'), flush=True)\ntime.sleep(600)\n")
+    boxed = sandbox.container([PYTHON, "-c", code], "c1", stdout=subprocess.PIPE, text=True)
+    try:
+        inner_pid, inner_ns = boxed.stdout.readline().split()
+        outer = [p for p in sandbox.procs() if p["cmdline"][:2] == [PYTHON, "-c"] and "allocate(1, 2048)" in p["cmdline"][2]]
+        assert len(outer) == 1
+        assert int(inner_pid) != outer[0]["pid"] and inner_ns != sandbox.pid_namespace
+        script = ("import json, pynvml\npynvml.nvmlInit()\nh = pynvml.nvmlDeviceGetHandleByIndex(1)\n"
+                  "print(json.dumps([p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h)]))\n")
+        seen = subprocess.run([sandbox.python, "-c", script], capture_output=True, text=True, check=True, timeout=60)
+        assert json.loads(seen.stdout) == [outer[0]["pid"]]
+        # the container's own NVML client sees the same, through the node's /proc
+        in_box = subprocess.run([sandbox.container_python("c2"), "-c", script], capture_output=True, text=True,
+                                check=True, timeout=60)
+        assert json.loads(in_box.stdout) == [outer[0]["pid"]]
+    finally:
+        boxed.kill()
+        boxed.wait()
