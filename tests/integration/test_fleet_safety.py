@@ -13,6 +13,7 @@ import secrets
 import shutil
 import stat
 import subprocess
+import tempfile
 import threading
 import time
 import urllib.error
@@ -96,7 +97,9 @@ def test_opt_in_rollback_relaunches_the_previous_configuration_and_reports_both(
     assert good.rc == 0, good.output
     previous = node.record()
 
-    run = fleet.playbook("restart_serving.yml", "-e", json.dumps({"sglang_launch_gpus": [2, 3],
+    changed = dict(node.server_env, GPUOPS_TEST="a new configuration")  # else it is the same one, unchanged
+    run = fleet.playbook("restart_serving.yml", "-e", json.dumps({"sglang_launch_environment": changed,
+                                                                  "sglang_launch_gpus": [2, 3],
                                                                   "sglang_launch_rollback": True}))
 
     assert run.rc != 0
@@ -196,19 +199,28 @@ def readable_by_others(path: str) -> bool:
     return False
 
 
-def test_a_token_and_an_api_key_reach_no_command_line_output_or_readable_file(node, fleet):
+def vars_file(path, values: dict) -> str:
+    """-e @PATH for VALUES, in a file of mode 0600, as ansible-vault or a protected group_vars would hold them."""
+    fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(values, f)
+    return "@" + str(path)
+
+
+def test_a_token_and_an_api_key_reach_no_command_line_output_or_readable_file(node, fleet, tmp_path):
     serving(node)
     token, api_key = "hf_" + secrets.token_hex(12), "sk-" + secrets.token_hex(12)
     env = dict(node.server_env, HF_TOKEN=token)
     args = {"tp_size": 2, "enable_metrics": True, "api_key": api_key}
+    good = vars_file(tmp_path / "good.json", {"sglang_launch_environment": env, "sglang_launch_server_args": args})
+    # a failed post-check of a new configuration: its message carries the log tail, where SGLang printed server_args
+    bad = vars_file(tmp_path / "bad.json", {"sglang_launch_environment": dict(env, GPUOPS_TEST="new"),
+                                            "sglang_launch_server_args": args, "sglang_launch_gpus": [2, 3]})
     sampler = CmdlineSampler([token, api_key])
     sampler.start()
     try:
-        ok = fleet.playbook("restart_serving.yml", "-v", "-e", json.dumps({"sglang_launch_environment": env,
-                                                                            "sglang_launch_server_args": args}))
-        # a failed post-check: its message carries the log tail, where SGLang printed server_args
-        failed = fleet.playbook("restart_serving.yml", "-v", "--diff", "-e", json.dumps(
-            {"sglang_launch_environment": env, "sglang_launch_server_args": args, "sglang_launch_gpus": [2, 3]}))
+        ok = fleet.playbook("restart_serving.yml", "-v", "-e", good)
+        failed = fleet.playbook("restart_serving.yml", "-v", "--diff", "-e", bad)
     finally:
         sampler.done.set()
         sampler.join(30)
@@ -311,19 +323,25 @@ def test_two_runs_racing_for_one_stale_lock_exactly_one_proceeds(node, fleet):
     assert not os.path.exists(os.path.join(node.lock_path, "lock.json")), "the winner released it"
 
 
-def test_an_unprivileged_user_can_neither_take_nor_block_the_lock(node, fleet, tmp_path):
+@pytest.fixture
+def public_dir():
+    """A world-writable directory, like /run/lock, that user nobody can reach."""
+    path = tempfile.mkdtemp(prefix="gpuops-public-", dir="/tmp")
+    os.chmod(path, 0o1777)
+    yield path
+    shutil.rmtree(path)
+
+
+def test_an_unprivileged_user_can_neither_take_nor_block_the_lock(node, fleet, public_dir):
     serving(node)
-    public = tmp_path / "public"  # world-writable, like /run/lock
-    public.mkdir()
-    os.chmod(str(public), 0o1777)
-    lock_dir = str(public / "gpuops")
+    lock_dir = os.path.join(public_dir, "gpuops")
     nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
     planted = subprocess.run(nobody + ["sh", "-c", 'mkdir -m 777 "$1" && echo "{\\"run\\": \\"x\\", \\"taken\\": '
                                        '9999999999}" >"$1/lock.json" && touch -d 2099-01-01 "$1" "$1/lock.json"',
                                        "plant", lock_dir], capture_output=True, text=True, timeout=30, check=False)
     assert planted.returncode == 0, planted.stderr
 
-    run = fleet.playbook("verify_gpus.yml", "-e", "gpuops_lock_dir=" + lock_dir)
+    run = fleet.playbook("stop_sglang.yml", "-e", "gpuops_lock_dir=" + lock_dir)
 
     assert run.rc == 0, run.output
     st = os.lstat(lock_dir)
