@@ -20,7 +20,7 @@ description:
     time). A run finds the lock held when another run's record is younger than O(max_age) by the host's own
     clock, and fails naming that run.
   - A stale lock (older than O(max_age), or dated more than a minute in the future) is replaced in one step by
-    C(rename(2)) and read back. Every reading and change happens under C(flock(2)) on O(path), which the kernel
+    the C(rename) system call and read back. Every reading and change happens under C(flock) on O(path), which the kernel
     drops when the module exits, so of two runs that race for one stale lock exactly one takes it.
   - O(state=absent) removes the lock only when O(run) holds it, so a run that failed to take the lock never
     releases another run's.
