@@ -135,7 +135,7 @@ options:
     type: path
   record_path:
     description:
-      - For V(find), the record (C(server.json)) that M(gpuops.host.sglang_launch) keeps of its server. The
+      - For V(find), the record (C(server.json)) that P(gpuops.host.sglang_launch#role) keeps of its server. The
         process whose environment carries the record's run marker (C(GPUOPS_RUN)) is that server, with the URL
         recorded there. A missing record finds nothing by marker.
     type: path
