@@ -36,8 +36,10 @@ def wheels():
 def run(tmp_path, wheels, *args, env=None):
     env = dict(os.environ if env is None else env, OUT=str(tmp_path / 'out'), GPU_CHECK_WORK=str(tmp_path / 'work'),
                GPU_CHECK_WHEELS=wheels)
+    # run.sh bounds the check itself (270 s) but not the venv it sets up first, which took 2 min
+    # on a loaded 2-core machine: the limit here only catches a hang.
     proc = subprocess.run([RUN] + list(args), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=300, check=False)
+                          universal_newlines=True, timeout=900, check=False)
     with open(str(tmp_path / 'out' / 'gpu-check.json')) as f:
         return proc, json.load(f)
 
