@@ -307,7 +307,7 @@ def main():
 
     decoy = None
     try:
-        idle = playbook(host, args, 'idle', {}, timeout=60)['info']
+        idle = playbook(host, args, 'idle', {}, timeout=150)['info']
         if not idle or idle.get('failed'):
             raise CheckFailed('gpu_info failed on the idle GPUs: %s' % (idle or {}).get('msg'))
         report['idle'] = idle_readings(idle)
@@ -315,7 +315,7 @@ def main():
         report['memory_api'] = idle.get('memory_api')
         print('idle: %s' % json.dumps(report['idle']))
         decoy = host.popen([sys.executable, os.path.join(HERE, 'decoy.py'), '/dev/nvidiactl'])
-        line = read_line(decoy, 30) or ''
+        line = read_line(decoy, 60) or ''
         if not line.startswith('ready '):
             raise CheckFailed('the decoy did not start: %r' % line)
         decoy_pid = int(line.split()[1])
