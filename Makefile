@@ -136,7 +136,7 @@ playground: venv sim $(COLLECTION_LINK)  ## Leave a simulated 8-GPU node with an
 	$(PY) demo/playground.py start --workdir $(PLAYGROUND)
 
 playground-stop:  ## Stop what make playground started
-	$(PYTHON) demo/playground.py stop --workdir $(PLAYGROUND)
+	$(PY) demo/playground.py stop --workdir $(PLAYGROUND)
 
 bench: venv sim $(COLLECTION_LINK)  ## Benchmarks against the hand procedures (bench/results/)
 	$(PY) bench/run.py $(BENCH_ARGS)
