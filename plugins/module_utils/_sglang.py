@@ -252,9 +252,10 @@ def check_environ(p, deps):
         raise ActionFailed(str(e))
     if not report['ok']:
         if report['missing']:
-            why = '; '.join('%d (%s) lacks %s' % (c['pid'], c['cmdline'], ', '.join(c['lacking'])
-                                                 + ('' if c['readable'] else ' (environment unreadable)'))
-                            for c in report['missing'])
+            lacks = ['%d (%s) lacks %s%s' % (c['pid'], c['cmdline'], ', '.join(c['lacking']),
+                                             '' if c['readable'] else ' (environment unreadable)')
+                     for c in report['missing']]
+            why = '; '.join(lacks)
         else:
             why = 'only %d scheduler(s) found in the tree of %d, %d expected' % (
                 report['schedulers'], p['pid'], max(p.get('schedulers') or 1, 1))
@@ -366,9 +367,9 @@ def check_info(p, deps):
     mismatches = sargs.server_info_mismatches(expected, info)
     result = {'checked': sorted(expected), 'mismatches': mismatches}
     if mismatches:
-        raise ActionFailed('/server_info does not report the requested values: %s' % '; '.join(
-            '%s is %s, requested %s' % (m['name'], 'missing' if m['missing'] else json.dumps(m['reported']),
-                                       json.dumps(m['expected'])) for m in mismatches), result)
+        shown = ['%s is %s, requested %s' % (m['name'], 'missing' if m['missing'] else json.dumps(m['reported']),
+                                             json.dumps(m['expected'])) for m in mismatches]
+        raise ActionFailed('/server_info does not report the requested values: %s' % '; '.join(shown), result)
     return result
 
 

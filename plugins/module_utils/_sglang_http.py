@@ -262,8 +262,8 @@ def server_info(client, timeout):
     """The server's /server_info mapping; Unanswered when it gives none."""
     answer = client.request('/server_info', timeout)
     if answer.status != 200:
-        raise Unanswered('%s/server_info: HTTP %d%s' % (client.url, answer.status,
-                                                       ' (the server has an API key: pass it)' if answer.status in (401, 403) else ''))
+        hint = ' (the server has an API key: pass it)' if answer.status in (401, 403) else ''
+        raise Unanswered('%s/server_info: HTTP %d%s' % (client.url, answer.status, hint))
     try:
         info = answer.json()
     except ValueError:

@@ -281,15 +281,43 @@ servers:
   type: list
   elements: dict
   contains:
-    pid: {description: PID of the main process., type: int, sample: 4200}
-    start: {description: Start time of the main process (clock ticks since boot)., type: int, sample: 991234}
-    url: {description: Where it answers., type: str, sample: "http://127.0.0.1:30000"}
-    cmdline: {description: Its command line, secrets masked., type: str, sample: python3 -m sglang.launch_server --model-path /models/qwen}
-    marker: {description: Its run marker (C(GPUOPS_RUN)), if any., type: str, sample: tuning-20260101T000000Z}
-    recorded: {description: Whether it is the server of O(record_path)., type: bool, sample: true}
-    session: {description: Its session ID when it leads its own session, else null., type: int, sample: 4200}
-    schedulers: {description: Titled schedulers in its tree., type: int, sample: 4}
-    tree: {description: The main process and its tree (pid, ppid, name, state, cmdline)., type: list, elements: dict, sample: []}
+    pid:
+      description: PID of the main process.
+      type: int
+      sample: 4200
+    start:
+      description: Start time of the main process, in clock ticks since boot.
+      type: int
+      sample: 991234
+    url:
+      description: Where it answers.
+      type: str
+      sample: "http://127.0.0.1:30000"
+    cmdline:
+      description: Its command line, secrets masked.
+      type: str
+      sample: python3 -m sglang.launch_server --model-path /models/qwen
+    marker:
+      description: Its run marker (C(GPUOPS_RUN)), or null.
+      type: str
+      sample: tuning-20260101T000000Z
+    recorded:
+      description: Whether it is the server of O(record_path).
+      type: bool
+      sample: true
+    session:
+      description: Its session ID when it leads its own session; null otherwise.
+      type: int
+      sample: 4200
+    schedulers:
+      description: Titled schedulers in its tree.
+      type: int
+      sample: 4
+    tree:
+      description: The main process and its tree, each with C(pid), C(ppid), C(name), C(state) and C(cmdline).
+      type: list
+      elements: dict
+      sample: [{pid: 4201, ppid: 4200, name: sglang::scheduler_TP0, state: S, cmdline: sglang::scheduler_TP0}]
   sample: []
 recorded:
   description: V(find) - the entry of RV(servers) that is the recorded server, or null.
@@ -331,7 +359,9 @@ written:
   elements: str
   sample: []
 expected_gpus:
-  description: NVML indices of the GPUs the server will occupy (C(tp_size) x C(dp_size) from C(base_gpu_id) in steps of C(gpu_id_step), through C(CUDA_VISIBLE_DEVICES)).
+  description:
+    - NVML indices of the GPUs the server will occupy - C(tp_size) x C(dp_size) from C(base_gpu_id) in steps of
+      C(gpu_id_step), through C(CUDA_VISIBLE_DEVICES).
   returned: action is render or check_args
   type: list
   elements: int
@@ -342,6 +372,14 @@ secret_args:
   type: list
   elements: str
   sample: [api_key]
+config_keys:
+  description:
+    - V(check_args) - C(--config) keys that the installed release refuses in a file, with the spelling written
+      instead. SGLang 0.5.14 refuses the key of a destination that a deprecated alias shares, so its file gets
+      C(cuda-graph-max-bs) for C(cuda_graph_max_bs_decode).
+  returned: action is check_args
+  type: dict
+  sample: {cuda-graph-max-bs-decode: cuda-graph-max-bs}
 expected_info:
   description: V(check_args) - the values the parser stored for the arguments given (secrets left out), as C(/server_info) will report them.
   returned: action is check_args

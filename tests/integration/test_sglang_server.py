@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from gpusim import standin
-from gpusim.fleet import PLAYBOOKS, REPO_ROOT, Fleet, Request, SimNode, collections_path
+from gpusim.fleet import REPO_ROOT, Fleet, Request, SimNode, collections_path
 from gpusim.nvml import SIM_DIR
 from gpusim.sandbox import VENV_PYTHON
 

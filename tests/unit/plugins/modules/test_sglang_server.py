@@ -220,4 +220,3 @@ def test_drain_in_check_mode_reads_once(run_module, busy_server):
     outcome, result, dummy = run_module(sglang_server, {'action': 'drain', 'url': busy_server, 'timeout': 600,
                                                         '_ansible_check_mode': True})
     assert outcome == 'exit' and result['readings'] == 1 and result['in_flight'] == 1 and not result['drained']
-
