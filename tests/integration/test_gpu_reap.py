@@ -468,14 +468,27 @@ def test_other_tenants_survive_the_default_stop_and_are_named(sb8, reap8, model,
 
 def test_the_opt_in_stops_the_holders_of_the_named_gpus_sigterm_first(sb8, reap8, tmp_path):
     sb = sb8
-    job = Tenant(sb, "train.py", devices=["/dev/nvidia5"], gpu=5, mib=20480)
+    job = Tenant(sb, "train.py", devices=["/dev/nvidia5"], gpu=5, mib=20480, linger=4)
     neighbour = Tenant(sb, "finetune.py", devices=["/dev/nvidia4"], gpu=4, mib=1024)
     monitor = Tenant(sb, "gpu_monitor.py", devices=["/dev/nvidiactl"])
-    failed, result = reap8({"device_holders": True, "devices": ["/dev/nvidia5"], "term_timeout": 30})
+    outcome = {}
+    run = threading.Thread(target=lambda: outcome.update(
+        r=reap8({"device_holders": True, "devices": ["/dev/nvidia5"], "term_timeout": 30})))
+    run.start()
+    # while the job saves its checkpoint, another process opens GPU 5
+    deadline = time.monotonic() + 60
+    while job.signals() != ["SIGTERM"]:
+        assert time.monotonic() < deadline, "the job got no SIGTERM"
+        time.sleep(0.05)
+    late = Tenant(sb, "late.py", devices=["/dev/nvidia5"])
+    run.join(120)
+    failed, result = outcome["r"]
     assert not failed and result["changed"], result
-    assert [(s["pid"], s["signals"]) for s in result["stopped"]] == [(job.pid, ["SIGTERM"])]
-    assert job.signals() == ["SIGTERM"] and not job.alive()
+    signals = dict((s["pid"], s["signals"]) for s in result["stopped"])
+    assert signals == {job.pid: ["SIGTERM"], late.pid: ["SIGTERM"]}
     procs = sb.procs()
+    assert job.signals() == ["SIGTERM"] and not job.alive(procs)
+    assert late.signals() == ["SIGTERM"] and not late.alive(procs), "the late holder got SIGKILL without SIGTERM"
     assert neighbour.alive(procs) and neighbour.signals() == []
     assert monitor.alive(procs) and monitor.signals() == []
     protected = dict((p["pid"], p["reason"]) for p in result["protected"])

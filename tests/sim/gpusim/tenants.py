@@ -32,6 +32,7 @@ p.add_argument("--device", action="append", default=[])
 p.add_argument("--gpu", type=int)
 p.add_argument("--mib", type=int, default=0)
 p.add_argument("--setsid", action="store_true")
+p.add_argument("--linger", type=float, default=0)
 p.add_argument("--ready", required=True)
 args, rest = p.parse_known_args()
 if args.setsid:
@@ -42,6 +43,7 @@ log = open(args.log, "a", buffering=1)
 def handler(signum, frame):
     log.write("%s\n" % signal.Signals(signum).name)
     if signum == signal.SIGTERM:
+        time.sleep(args.linger)     # a job that saves a checkpoint before it exits
         sys.exit(0)
 
 
@@ -66,10 +68,12 @@ class Tenant:
 
     ``devices`` are opened and held; ``gpu``/``mib`` registers NVML memory for it; ``setsid``
     makes it a session of its own (a job started by a scheduler or nohup); ``user`` runs it
-    as another user (setpriv); ``container`` runs it in a nested PID namespace of that name.
+    as another user (setpriv); ``container`` runs it in a nested PID namespace of that name;
+    ``linger`` is how long it takes to exit after SIGTERM.
     """
 
-    def __init__(self, sb, name, args=(), devices=(), gpu=None, mib=0, setsid=True, user=None, container=None):
+    def __init__(self, sb, name, args=(), devices=(), gpu=None, mib=0, setsid=True, user=None, container=None,
+                 linger=0):
         self.sb = sb
         self.name = name
         self.dir = tempfile.mkdtemp(prefix="gpusim-tenant-%s-" % os.path.splitext(name)[0])
@@ -86,6 +90,8 @@ class Tenant:
             argv += ["--gpu", str(gpu), "--mib", str(mib)]
         if setsid:
             argv.append("--setsid")
+        if linger:
+            argv += ["--linger", str(linger)]
         if user is not None:
             argv = ["setpriv", "--reuid=%s" % user, "--regid=%s" % user, "--clear-groups"] + argv
         kwargs = dict(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -97,7 +103,9 @@ class Tenant:
         while not os.path.exists(ready):
             assert self.popen.poll() is None and time.monotonic() < deadline, "tenant %s did not start" % name
             time.sleep(0.05)
-        self.pid = self._find()  # its PID inside the sandbox (not inside a container)
+        # its PID inside the sandbox: what it wrote, unless a container numbers it differently
+        with open(ready) as f:
+            self.pid = self._find() if container else int(f.read())
 
     def _find(self):
         for p in self.sb.procs():
