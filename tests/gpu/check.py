@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -89,12 +90,16 @@ class SimHost(Host):
         if release_lag_ms is not None:
             self.sb.node.set_release_lag(release_lag_ms)
         self.sim_env = self.sb.env({})
+        # The modules run in the check's own venv (sys.executable), inside the node, with the
+        # node's variables: its NVML state and library, and the PID namespace NVML numbers in.
+        exports = dict((k, self.sim_env[k]) for k in ('GPUSIM_STATE', 'LD_LIBRARY_PATH', 'GPUOPS_HOST_PIDNS')
+                       if self.sim_env.get(k))
+        exports['PYTHONPATH'] = os.path.join(REPO, 'tests', 'sim')
         self.interpreter = os.path.join(work, 'sandbox-python')
         with open(self.interpreter, 'w') as f:
-            f.write('#!/bin/sh\nexport GPUSIM_STATE=%s LD_LIBRARY_PATH=%s PYTHONPATH=%s\n'
-                    'exec nsenter -t %d -p -m --wd="$(pwd)" -- %s "$@"\n' % (
-                        self.sim_env['GPUSIM_STATE'], self.sim_env['LD_LIBRARY_PATH'],
-                        os.path.join(REPO, 'tests', 'sim'), self.sb.init_pid, sys.executable))
+            f.write('#!/bin/sh\nexport %s\nexec nsenter -t %d -p -m --wd="$(pwd)" -- %s "$@"\n' % (
+                ' '.join('%s=%s' % (k, shlex.quote(v)) for k, v in sorted(exports.items())),
+                self.sb.init_pid, sys.executable))
         os.chmod(self.interpreter, 0o755)
 
     def popen(self, argv, env=None):
