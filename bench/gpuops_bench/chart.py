@@ -15,6 +15,7 @@ WIDTH = 760
 BAR_H, GAP, LABEL_W, PAD = 14, 4, 300, 16
 COLORS = {"hand_a": "#b0b0b0", "hand_b": "#d0d0d0", "gpuops_adhoc": "#4c78a8", "stop_sglang": "#1f4e79",
           "gpuops_group": "#72b7b2", "recommended": "#1f4e79", "defaults": "#e45756"}
+PALETTE = ("#f58518", "#54a24b", "#b279a2", "#9d755d", "#eeca3b")     # further fleet settings, in order
 FONT = 'font-family="sans-serif" font-size="12"'
 
 
@@ -89,7 +90,7 @@ def _fleet_panel(fleet, y0):
     left, right, height = PAD + 50, WIDTH - PAD - 190, 220
     plot_top = y0 + 30
     bottom = plot_top + height
-    out = [_text(PAD, y0 + 14, "Fleet: restart_extraction.yml wall time per node count (s, median, min-max)",
+    out = [_text(PAD, y0 + 14, "Fleet: playbook wall time per node count (s, median, min-max)",
                  extra=' font-weight="bold"')]
     x_of = dict((n, left + (right - left) * i / max(1, len(sizes) - 1)) for i, n in enumerate(sizes))
     tick = 0.0
@@ -101,8 +102,9 @@ def _fleet_panel(fleet, y0):
     for n, x in x_of.items():
         out.append(_text(x, bottom + 16, "%d node%s" % (n, "" if n == 1 else "s"), anchor="middle"))
     legend_y = plot_top + 10
+    others = iter(PALETTE * 3)
     for config, points in sorted(series.items()):
-        color = COLORS.get(config, "#888")
+        color = COLORS.get(config) or next(others)
         points.sort()
         coords = [(x_of[n], bottom - height * s["median"] / top) for n, s in points]
         out.append('<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>' % (
@@ -113,7 +115,7 @@ def _fleet_panel(fleet, y0):
             out.append('<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"/>' % (x, y, color))
             out.append(_text(x + 6, y - 6, "%.1f" % s["median"]))
         out.append('<rect x="%.1f" y="%.1f" width="12" height="12" fill="%s"/>' % (right + 20, legend_y - 10, color))
-        out.append(_text(right + 38, legend_y, "%s ansible.cfg" % config))
+        out.append(_text(right + 38, legend_y, config))
         legend_y += 18
     return out, bottom + 30 - y0
 
