@@ -96,7 +96,7 @@ yamllint: venv
 
 # Fragment names: lowercase words joined by hyphens (an issue number first where there is one).
 changelog-lint: venv $(COLLECTION_LINK)
-	@$(STAGE) changelog-lint bash -c '$(BIN)/antsibull-changelog lint; \
+	@$(STAGE) changelog-lint bash -c 'set -e; $(BIN)/antsibull-changelog lint; \
 	  bad=$$(find changelogs/fragments -type f ! -regex ".*/[a-z0-9][a-z0-9-]*\.yml" 2>/dev/null); \
 	  if [ -n "$$bad" ]; then echo "fragment names must be lowercase-hyphen .yml: $$bad"; exit 1; fi'
 
