@@ -31,8 +31,9 @@ DEFINITION = (
     "request completed by the old server -> first completed by the new one. Old server's exit = its log's "
     "SIGTERM line -> the in-node NVML poller sees every GPU free (the part inside the downtime window). New "
     "server's load = its process start (/proc) -> its log's 'ready to roll' line. Overhead = downtime - exit - "
-    "load. Remote tasks = module executions on the node between the SIGTERM and the ready line "
-    "(gpuops_timeline callback). 'prefetch' sets sglang_launch_prefetch: true.")
+    "load (the load ends at the first completed request when one completes before the ready line is written, "
+    "hence a negative 'ready -> first request'). Remote tasks = module executions on the node between the "
+    "SIGTERM and the ready line (gpuops_timeline callback). 'prefetch' sets sglang_launch_prefetch: true.")
 
 
 def _trial(variant, workdir, model, think):
@@ -161,16 +162,19 @@ def explain(result):
     row = result["rows"].get("default")
     if not row or row["overhead"]["median"] is None or row["overhead"]["median"] <= 3.0:
         return []
-    text = ("Downtime overhead: %.2f s per node against 3.0 s (missed by %.2f s). Of it, %.2f s pass between the "
-            "GPUs reading free and the new server's process start, and %.2f s between its ready line and the first "
-            "request it completes; %s remote tasks run between the SIGTERM and the ready line." % (
+    text = ("Downtime overhead: %.2f s per node against 3.0 s (missed by %.2f s). Nearly all of it, %.2f s, passes "
+            "between the GPUs reading free and the new server's process start, with %s remote tasks between the "
+            "SIGTERM and the ready line, each a module round trip of about a second on this machine "
+            "(measurement 'module overhead')." % (
                 row["overhead"]["median"], row["overhead"]["median"] - 3.0, row["gap_free_to_start"]["median"],
-                row["ready_to_first_request"]["median"], _fmt(row["remote_tasks_stop_to_ready"], 0)))
+                _fmt(row["remote_tasks_stop_to_ready"], 0)))
     names = row.get("remote_task_names") or []
     if names:
-        text += (" They are: %s. All but the last two (gpu_reap's stop and gpu_verify) and the start itself create "
-                 "directories and files that do not depend on the old server being gone: created before the stop, "
-                 "together with the readiness wait polling every sglang_launch_ready_interval (2 s by default; 0.5 s "
-                 "would cut the mean wait after ready by 0.75 s), they would leave three remote tasks inside the "
-                 "downtime (stop, verify, start)." % "; ".join(names))
+        text += (" They are: %s. Besides gpu_reap's stop, gpu_verify and the start itself, they create directories "
+                 "and write files that do not depend on the old server being gone; made before the stop (with the "
+                 "other checks), they would leave three remote tasks inside the downtime: stop, verify, start. "
+                 "gpu_reap's stop and gpu_verify could be one module call as well (gpu_reap waiting for the GPUs' "
+                 "memory after the processes' exit), and the start could be a module that also waits for the port, "
+                 "leaving one or two round trips between the old server's exit and the new server's start." % (
+                     "; ".join(names)))
     return [text]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -69,12 +70,14 @@ PLAYBOOK = """
     - name: Check the five runs and the refusal
       ansible.builtin.assert:
         that:
+          # The test evicted the files; a few pages just written by another CPU may have stayed.
           - check1 is changed
-          - check1.bytes_to_read == total
+          - check1.bytes_to_read >= total * 0.9
           - check1.bytes_read == 0
           - apply1 is changed
-          - apply1.bytes_read == total
-          - apply1.files | map(attribute='read') | sum == total
+          - apply1.bytes_read >= check1.bytes_to_read
+          - apply1.bytes_read == apply1.bytes_to_read
+          - apply1.files | map(attribute='read') | sum == apply1.bytes_read
           - apply1.mib_per_second <= 1100
           # A second run reads only what the kernel evicted in between: nothing, unless proactive reclaim
           # (such as DAMON's pageout on virtual machines) took back a few pages meanwhile.
@@ -83,9 +86,9 @@ PLAYBOOK = """
           - apply2.bytes_resident_before >= total * 0.9
           - (apply2 is changed) == (apply2.bytes_read > 0)
           - apply2.bytes_read == apply2.bytes_to_read
-          - refused.bytes_to_read == total
+          - refused.bytes_to_read >= total * 0.9
           - refused.bytes_read == 0
-          - "refused.msg is match('Not prefetching 3 files: 24.0 MiB of them are not in memory, MemAvailable is ')"
+          - "refused.msg is match('Not prefetching 3 files: [0-9.]+ MiB of them are not in memory, MemAvailable is ')"
           - "refused.msg is search('under min_available_mib [(]100000000.0 MiB[)]$')"
 """
 
@@ -122,7 +125,7 @@ def test_prefetch_five_ways_and_refusal(tmp_path):
     evict = tmp_path / "evict.py"
     evict.write_text(EVICT)
     subprocess.run([sys.executable, str(evict), model], check=True)
-    if any(resident_bytes(p) for p in shards):
+    if sum(resident_bytes(p) for p in shards) > total // 2:
         pytest.skip("%s keeps file pages in memory (tmpfs): eviction cannot be observed" % tmp_path)
     collections = collections_path()
     (tmp_path / "play.yml").write_text(PLAYBOOK)
@@ -134,3 +137,38 @@ def test_prefetch_five_ways_and_refusal(tmp_path):
                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, check=False)
     assert out.returncode == 0, out.stdout
     assert "ok=7" in out.stdout and "failed=0" in out.stdout, out.stdout
+
+
+def test_restart_prefetches_the_model_before_the_old_server_is_stopped(tmp_path):
+    """sglang_launch_prefetch: the model's shards are read (evicted before), before the stop, and the launch
+    goes on when the prefetch cannot run."""
+    from gpusim.fleet import Fleet, SimNode
+
+    with SimNode(str(tmp_path / "node1"), gpus=2) as node:
+        node.model = standin.make_model_dir(str(tmp_path / "weighted"), weights_mib=16, shards=2)
+        shards = sorted(os.path.join(node.model, n) for n in os.listdir(node.model) if n.endswith(".safetensors"))
+        node.start_server(["--tp-size", "2"])
+        subprocess.run([sys.executable, "-c", EVICT, node.model], check=True)
+        total = sum(os.path.getsize(p) for p in shards)
+        # A few pages just read by another CPU may stay (the kernel drains only its own CPU's LRU batch).
+        if sum(resident_bytes(p) for p in shards) > total // 2:
+            pytest.skip("%s keeps file pages in memory (tmpfs): eviction cannot be observed" % tmp_path)
+        fleet = Fleet(str(tmp_path), [node], sglang_launch_prefetch=True,
+                      sglang_launch_server_args={"tp_size": 2})
+        run = fleet.playbook("restart_serving.yml", "-v")
+        assert run.rc == 0, run.output
+        prefetched = run.output.index("TASK [gpuops.host.sglang_launch : Read the model's files, MiB/s at most")
+        stopped = run.output.index("TASK [gpuops.host.sglang_stop : ")
+        assert prefetched < stopped, run.output
+        read = [int(n) for n in re.findall(r'"bytes_read": (\d+)', run.output)]
+        assert len(read) == 1 and total * 0.9 <= read[0] <= total, run.output
+
+        # Too little memory for the files: the prefetch is skipped with a message, the launch goes on (in check
+        # mode, which predicts it without restarting the server).
+        fleet.write_inventory(sglang_launch_prefetch=True, sglang_launch_prefetch_min_available_mib=1e9,
+                              sglang_launch_server_args={"tp_size": 2, "mem_fraction_static": 0.8})
+        subprocess.run([sys.executable, "-c", EVICT, node.model], check=True)
+        run = fleet.playbook("restart_serving.yml", "--check")
+        assert run.rc == 0, run.output
+        assert "The model's files were not read ahead; the new server reads them from disk. Not prefetching 2 " \
+               "files" in run.output, run.output
