@@ -20,7 +20,7 @@ PLAYBOOK = "restart_serving.yml"
 SETTINGS = {
     "recommended": {},
     "no pipelining": {"ANSIBLE_PIPELINING": "false"},
-    "forks 8": {"ANSIBLE_FORKS": "8"},
+    "forks 4": {"ANSIBLE_FORKS": "4"},
     "strategy free": {"ANSIBLE_STRATEGY": "free"},
     "defaults": None,
 }
@@ -74,8 +74,8 @@ def default_cfg():
     return make()
 
 
-def run(rounds=1, sizes=(1, 8, 16, 32), compare_at=None, settings=None):
-    compare_at = compare_at or max(sizes)
+def run(rounds=1, sizes=(1, 8, 16, 32), compare_at=8, settings=None):
+    compare_at = compare_at if compare_at in sizes else max(sizes)
     settings = [s for s in SETTINGS if settings is None or s in settings]
     samples = []
     with contextlib.ExitStack() as stack:

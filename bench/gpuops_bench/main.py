@@ -44,7 +44,7 @@ def main(argv=None):
     parser.add_argument("--fleet-rounds", type=int, default=int(os.environ.get("BENCH_FLEET_ROUNDS", 0)),
                         help="rounds of the fleet measurement (default: rounds / 3, at least 1; it is the slowest)")
     parser.add_argument("--fleet-sizes", type=lambda v: tuple(int(n) for n in v.split(",")), default=(1, 8, 16, 32),
-                        help="light-node fleet sizes (default 1,8,16,32); the settings are compared at the largest")
+                        help="light-node fleet sizes (default 1,8,16,32); the settings are compared at 8 nodes")
     parser.add_argument("--fleet-settings", type=lambda v: [s.strip() for s in v.split(",") if s.strip()],
                         default=None, help="Ansible settings compared in the fleet measurement (default: all of %s)"
                         % ", ".join(fleet.SETTINGS))

@@ -55,14 +55,14 @@ def _stop_goals(stop):
         over, bound = adhoc["module_over_own_exit_s"]["median"], 0.1 + poll
         rows.append(("time to clean, module path (gpu_reap + gpu_verify elapsed) over the server's own exit",
                      "<= %.1f s (0.1 s + one %.1f s poll)" % (bound, poll),
-                     "%.2f s (modules %.2f s, own exit %.2f s)" % (over, adhoc["module_seconds"]["median"],
-                                                                  adhoc["own_exit_s"]["median"]),
+                     "%.2f s (modules %.2f s, own exit %.2f s)" % (
+                         over, adhoc["module_seconds"]["median"], adhoc["own_exit_s"]["median"]),
                      "yes" if over <= bound else "**no** (+%.2f s)" % (over - bound)))
     if pb and pb["over_own_exit_s"]["median"] is not None:
         over = pb["over_own_exit_s"]["median"]
         rows.append(("time to clean, playbooks/stop_sglang.yml over the server's own exit", "<= 1.0 s",
-                     "%.2f s (playbook %.2f s, own exit %.2f s)" % (over, pb["seconds"]["median"],
-                                                                   pb["own_exit_s"]["median"]),
+                     "%.2f s (playbook %.2f s, own exit %.2f s)" % (
+                         over, pb["seconds"]["median"], pb["own_exit_s"]["median"]),
                      "yes" if over <= 1.0 else "**no** (+%.2f s)" % (over - 1.0)))
     return rows
 
