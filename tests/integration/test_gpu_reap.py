@@ -17,6 +17,7 @@ import uuid
 
 import pytest
 
+from gpusim.fleet import collections_path
 from gpusim.sandbox import Sandbox, VENV_PYTHON
 from gpusim.standin import Launch, make_model_dir
 from gpusim.tenants import SCRIPT, Tenant
@@ -53,11 +54,8 @@ UNRELATED = ["/usr/bin/python3", "-c", "import time; time.sleep(600)"]
 
 
 @pytest.fixture(scope="module")
-def collections(tmp_path_factory):
-    root = tmp_path_factory.mktemp("collections")
-    os.makedirs(str(root / "ansible_collections" / "gpuops"))
-    os.symlink(REPO, str(root / "ansible_collections" / "gpuops" / "host"))
-    return str(root)
+def collections():
+    return collections_path()
 
 
 @pytest.fixture

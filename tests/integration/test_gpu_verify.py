@@ -13,9 +13,9 @@ import time
 
 import pytest
 
+from gpusim.fleet import collections_path
 from gpusim.nvml import GHOST_PID, Node
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.dirname(sys.executable)
 
 pytestmark = pytest.mark.slow
@@ -29,11 +29,8 @@ time.sleep(600)
 
 
 @pytest.fixture(scope="module")
-def collections(tmp_path_factory):
-    root = tmp_path_factory.mktemp("collections")
-    os.makedirs(root / "ansible_collections" / "gpuops")
-    os.symlink(REPO, root / "ansible_collections" / "gpuops" / "host")
-    return str(root)
+def collections():
+    return collections_path()
 
 
 @pytest.fixture
@@ -282,9 +279,7 @@ def test_gpu_process_pids_over_the_double(node, holders, tmp_path):
     node.set_ghost(4, 64)
     code = ("import json, sys; sys.path.insert(0, %r)\n"
             "from ansible_collections.gpuops.host.plugins.module_utils import _nvml\n"
-            "print(json.dumps(_nvml.gpu_process_pids(_nvml.pynvml)))\n" % str(tmp_path / "c"))
-    os.makedirs(tmp_path / "c" / "ansible_collections" / "gpuops")
-    os.symlink(REPO, tmp_path / "c" / "ansible_collections" / "gpuops" / "host")
+            "print(json.dumps(_nvml.gpu_process_pids(_nvml.pynvml)))\n" % collections_path())
     out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **node.env()), capture_output=True,
                          text=True, check=True).stdout
     assert json.loads(out) == [
