@@ -165,10 +165,6 @@ class Options:
         self.term_timeout = float(term_timeout)
         self.kill_timeout = float(kill_timeout)
 
-    @property
-    def selects(self):
-        return bool(self.patterns or self.environ or self.pids or self.nvml_processes)
-
 
 def parse_options(params):
     """Options from the module's parameters (types and defaults as the argument spec gives

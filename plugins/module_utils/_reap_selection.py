@@ -272,11 +272,11 @@ class Selection:
                 listed.setdefault(entry['pid'], []).append(entry)
         denied = set()
         found = []
+        matches = device_matcher(NVIDIA_DEVICES)
         for pid in sorted(table):
             proc = table[pid]
             if pid in targets or proc.zombie or proc.kernel_thread or pid == self.self_pid or pid in self.guarded:
                 continue
-            matches = device_matcher(NVIDIA_DEVICES)
             held = sorted(set(f for f in self.procs.open_files(pid, denied) if matches(f)))
             if not held and pid not in listed:
                 continue
