@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -254,3 +255,38 @@ def test_stop_through_the_release_step_with_a_scheduler_hanging_in_it(node, tmp_
     assert cut.rc == 0, cut.output
     result = stop_result(cut)
     assert pid in result["killed"] and not result["exited_on_their_own"] and result["lost"] is None, result
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox needs root")
+def test_a_server_with_an_api_key_is_drained_with_it_and_never_stopped_blind(node, tmp_path):
+    """--api-key puts /v1/loads behind the bearer token (srt/utils/auth.py): without the key the count is
+    unknown, which is not zero, so the stop fails at once with the server left running."""
+    fleet = Fleet(str(tmp_path), [node])
+    launch = node.start_server(["--tp-size", "2", "--api-key", "k-123456"])
+    pid = node.main_pids()[0]
+    result = {}
+
+    def generate():
+        result["answer"] = launch.post("/generate", {"text": "x", "sampling_params": {"max_new_tokens": 1500}},
+                                       timeout=300, headers={"Authorization": "Bearer k-123456"})
+
+    request = threading.Thread(target=generate, daemon=True)
+    request.start()
+    time.sleep(1)
+
+    blind = fleet.playbook(stop_playbook(tmp_path))
+
+    assert blind.rc != 0
+    text = " ".join(blind.output.split())
+    assert "cannot read the requests in flight on the SGLang server %d" % pid in text, blind.output
+    assert "requires an API key" in text and node.main_pids() == [pid]
+
+    keyed = fleet.playbook(stop_playbook(tmp_path), "-e", "sglang_stop_api_key=k-123456", "-e",
+                           "sglang_stop_drain_timeout=120", timeout=400)
+
+    assert keyed.rc == 0, keyed.output
+    request.join(60)
+    assert result["answer"][0] == 200, result
+    assert "k-123456" not in blind.output + keyed.output
+    assert node.main_pids() == []
