@@ -21,6 +21,7 @@ import time
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang_args as sargs
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang_http as shttp
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang_procs as sprocs
+from ansible_collections.gpuops.host.plugins.module_utils._namespaces import Place
 from ansible_collections.gpuops.host.plugins.module_utils._reap_options import PRESETS
 
 ACTIONS = ('find', 'release', 'render', 'check_args', 'drain', 'ready', 'check_environ', 'probe', 'check_info')
@@ -234,9 +235,13 @@ def find(p, deps):
     table = deps.procfs.snapshot()
     if not table:
         raise ActionFailed('no process is readable under %s (hidepid, or not root?)' % deps.procfs.root)
-    servers = sprocs.find_servers(deps.procfs, table, patterns, record, p['default_url'], redact, deps.self_pids)
+    elsewhere = None
+    if not p.get('other_namespaces') and deps.self_pids:
+        elsewhere = Place(deps.procfs, deps.self_pids[0]).elsewhere
+    servers, apart = sprocs.find_servers(deps.procfs, table, patterns, record, p['default_url'], redact,
+                                         deps.self_pids, elsewhere)
     recorded = [s for s in servers if s['recorded']]
-    return {'servers': servers, 'record': record,
+    return {'servers': servers, 'elsewhere': apart, 'record': record,
             'recorded': recorded[0] if recorded else None}
 
 

@@ -82,9 +82,10 @@ def describe(proc, redact):
             'cmdline': redact(proc.command)}
 
 
-def find_servers(procfs, table, patterns, record, default_url, redact, self_pids=()):
+def find_servers(procfs, table, patterns, record, default_url, redact, self_pids=(), elsewhere=None):
     """The SGLang servers running now, as dicts: pid, start, url, cmdline, marker, recorded, session,
-    schedulers, tree.
+    schedulers, tree; and, apart, those that run in another PID namespace or container (ELSEWHERE(pid)
+    gives the reason, or None for a process beside this one), with the reason.
 
     A process is a server's main process when its command line matches one of PATTERNS, or its
     environment carries RECORD's run marker, and it is no titled child and its parent is no main
@@ -104,10 +105,14 @@ def find_servers(procfs, table, patterns, record, default_url, redact, self_pids
         recorded = bool(marker) and env_marker == marker
         if matched or recorded:
             mains[proc.pid] = (proc, env_marker, recorded)
-    servers = []
+    servers, apart = [], []
     for pid in sorted(mains):
         proc, env_marker, recorded = mains[pid]
         if proc.ppid in mains:
+            continue
+        reason = elsewhere(pid) if elsewhere else None
+        if reason:
+            apart.append(dict(describe(proc, redact), reason=reason))
             continue
         members = tree(table, proc)
         url = record.get('url') if recorded and record.get('url') else url_of(proc.cmdline, default_url)
@@ -117,7 +122,7 @@ def find_servers(procfs, table, patterns, record, default_url, redact, self_pids
             'schedulers': sum(1 for p in members if p.cmdline[:1] and p.cmdline[0].startswith(SCHEDULER_TITLE)),
             'tree': [describe(p, redact) for p in members],
         })
-    return servers
+    return servers, apart
 
 
 def check_environ(procfs, table, pid, wanted, min_schedulers, redact):

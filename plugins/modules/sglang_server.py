@@ -153,6 +153,13 @@ options:
     description: For V(find), the URL of a server whose command line names no C(--port) (it may use C(--config)).
     type: str
     default: http://127.0.0.1:30000
+  other_namespaces:
+    description:
+      - For V(find), also list as servers those that run in another PID namespace or container cgroup than the
+        module. By default they are listed apart, in RV(elsewhere) - their address is not reachable from here,
+        and M(gpuops.host.gpu_reap) leaves them alone too.
+    type: bool
+    default: false
   pid:
     description:
       - The server's main process, for V(ready) (stop waiting when it exits) and V(check_environ), and named in the
@@ -319,6 +326,18 @@ servers:
       elements: dict
       sample: [{pid: 4201, ppid: 4200, name: sglang::scheduler_TP0, state: S, cmdline: sglang::scheduler_TP0}]
   sample: []
+elsewhere:
+  description: V(find) - main processes of servers in another PID namespace or container, with the reason; not in RV(servers).
+  returned: action is find
+  type: list
+  elements: dict
+  sample:
+    - pid: 7100
+      ppid: 7001
+      name: python3
+      state: S
+      cmdline: python3 -m sglang.launch_server
+      reason: "in another PID namespace (pid:[4026532712])"
 recorded:
   description: V(find) - the entry of RV(servers) that is the recorded server, or null.
   returned: action is find
@@ -518,6 +537,7 @@ def main():
             presets=dict(type='list', elements='str', default=['sglang']),
             patterns=dict(type='list', elements='str', default=[]),
             default_url=dict(type='str', default='http://127.0.0.1:30000'),
+            other_namespaces=dict(type='bool', default=False),
             pid=dict(type='int'),
             environ=dict(type='dict', default={}),
             schedulers=dict(type='int', default=1),

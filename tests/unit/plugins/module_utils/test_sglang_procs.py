@@ -61,9 +61,10 @@ def tree(tmp_path):
     return ProcFS(str(tmp_path))
 
 
-def find(procfs, record=None, patterns=PRESETS['sglang']):
-    return sprocs.find_servers(procfs, procfs.snapshot(), patterns, record or {}, 'http://127.0.0.1:30000',
-                               Redactor(['k-123456']))
+def find(procfs, record=None, patterns=PRESETS['sglang'], elsewhere=None):
+    servers, apart = sprocs.find_servers(procfs, procfs.snapshot(), patterns, record or {}, 'http://127.0.0.1:30000',
+                                         Redactor(['k-123456']), elsewhere=elsewhere)
+    return servers if elsewhere is None else (servers, apart)
 
 
 def test_find_by_presets_gives_the_main_process_its_url_and_its_tree(tree):
@@ -146,3 +147,10 @@ def test_find_dump_by_request_id(tmp_path):
     (tmp_path / 'hs_health-1.pt').write_text('')
     assert sprocs.find_dump(str(tmp_path), 'probe-7') == [str(tmp_path / 'a' / 'hs_probe-7_layer3.pt')]
     assert sprocs.find_dump(str(tmp_path), 'probe-8') == []
+
+
+def test_servers_in_another_namespace_are_listed_apart(tree, tmp_path):
+    proc(tmp_path, 700, ['python3', '-m', 'sglang.launch_server', '--port', '31001'], env={}, sid=700)
+    servers, apart = find(tree, elsewhere=lambda pid: 'in another PID namespace (pid:[1])' if pid == 700 else None)
+    assert [s['pid'] for s in servers] == [100]
+    assert [(a['pid'], a['reason']) for a in apart] == [(700, 'in another PID namespace (pid:[1])')]
