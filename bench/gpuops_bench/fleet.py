@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import threading
 
 from .common import RECOMMENDED_CFG, WORK, log, ratio, summary
@@ -28,7 +29,7 @@ DEFINITION = (
     "N light nodes (gpusim.lightnode: one process per node with the stand-in's parser, endpoints, memory on 8 "
     "GPUs registered with the NVML double and SGLang 0.5.23's shutdown pace: 5 s watchdog wake-up, ~1 s release), "
     "each a sandbox of its own, in one gpu_nodes group; one run of playbooks/{playbook} with "
-    "gpuops_canary=false (all N in one batch) restarts every node into serving mode (extraction mode checks that "
+    "gpuops_canary=false (all N in one batch) and a new --random-seed each run restarts every node into serving mode (extraction mode checks that "
     "every scheduler process sees the dump directory, and a light node has no scheduler processes). Wall time of "
     "ansible-playbook; controller CPU = CPU seconds of the ansible-playbook process tree (getrusage, children) "
     "less the CPU of the nodes' Python interpreters (each wrapped to add its own `times`); per node = / N. "
@@ -54,16 +55,21 @@ def _start_all(nodes):
         raise RuntimeError("light servers did not start: %s" % "; ".join(errors)[:3000])
 
 
-def _one(fleet, n, setting, tag):
+def _one(fleet, n, setting, tag, seed):
+    """One run; SEED changes the servers' arguments, so that every node restarts (the roles leave a server that
+    already runs with the requested configuration alone)."""
     overrides = SETTINGS[setting]
     fleet.config = RECOMMENDED_CFG if overrides is not None else default_cfg()
     fleet.extra_env = overrides or {}
-    result = fleet.run(PLAYBOOK, {"gpuops_canary": "false"}, tag=tag)
+    args = {"tp_size": fleet.nodes[0].gpus, "enable_metrics": True, "random_seed": seed}
+    result = fleet.run(PLAYBOOK, {"gpuops_canary": False, "sglang_launch_server_args": args}, tag=tag)
     row = {"nodes": n, "setting": setting, "rc": result["rc"], "wall": round(result["wall"], 3),
            "controller_cpu": round(result["controller_cpu"], 3), "node_cpu": round(result["node_cpu"], 3),
            "main_cpu": round(result["main_cpu"], 3),
            "cpu": round(result["cpu"], 3)}
-    if result["rc"] != 0:
+    # Hosts the run left unchanged (it should restart every one).
+    row["unchanged_hosts"] = len(re.findall(r"^\S+\s+: ok=\d+\s+changed=0\s", result["output"], re.M))
+    if result["rc"] != 0 or row["unchanged_hosts"]:
         row["output_tail"] = result["output"][-3000:]
     return row
 
@@ -85,13 +91,15 @@ def run(rounds=1, sizes=(1, 8, 16, 32), compare_at=8, settings=None):
             nodes.append(stack.enter_context(node))
         _start_all(nodes)
         log("fleet: %d light nodes up" % len(nodes))
+        seed = 0
         for r in range(rounds):
             plan = [(n, "recommended") for n in sizes] + [(compare_at, s) for s in settings if s != "recommended"]
             if r % 2:
                 plan.reverse()
             for n, setting in plan:
                 fleet = BenchFleet(os.path.join(WORK, "scaling-%d" % n), nodes[:n])
-                row = _one(fleet, n, setting, "%d-%s-%d" % (n, setting.replace(" ", "_"), r))
+                seed += 1
+                row = _one(fleet, n, setting, "%d-%s-%d" % (n, setting.replace(" ", "_"), r), seed)
                 samples.append(row)
                 log("fleet: %2d nodes, %-14s round %d: %s" % (n, setting, r + 1, "rc %d" % row["rc"] if row["rc"]
                     else "%.1f s wall, controller %.1f CPU s (%.2f per node), nodes %.1f CPU s" % (
@@ -158,6 +166,19 @@ def markdown(result):
             r["nodes"], r["setting"], w["median"], w["min"], w["max"], r["wall_vs_one_node"],
             r["controller_cpu_s"]["median"], r["main_cpu_s"]["median"], r["controller_cpu_per_node_s"]["median"],
             r["node_cpu_per_node_s"]["median"], r["runs"]))
+    at = {}
+    for r in result["rows"]:
+        at.setdefault(r["nodes"], {})[r["setting"]] = r
+    for n, settings in sorted(at.items()):
+        base = settings.get("recommended")
+        others = [s for s in settings if s != "recommended"]
+        if base and others and base["wall_s"]["median"]:
+            out += ["", "At %d nodes, against bench/ansible.cfg (%.1f s wall, %.1f controller CPU s): %s." % (
+                n, base["wall_s"]["median"], base["controller_cpu_s"]["median"], "; ".join(
+                    "%s %.2fx the wall time and %.2fx the controller CPU" % (
+                        s, settings[s]["wall_s"]["median"] / base["wall_s"]["median"],
+                        settings[s]["controller_cpu_s"]["median"] / base["controller_cpu_s"]["median"])
+                    for s in others if settings[s]["wall_s"]["median"]))]
     e = result.get("extrapolation")
     if e:
         out += ["", ("On paper, %(fleet)d nodes in one batch on a %(cores)d-core controller: ansible-playbook's main "

@@ -7,6 +7,7 @@ a model with weight files, and ansible-playbook runs with the timeline callback.
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import subprocess
@@ -109,8 +110,8 @@ class BenchFleet(Fleet):
                 os.unlink(path)
         argv = [ANSIBLE_PLAYBOOK, "-i", self.inventory,
                 playbook if os.path.isabs(playbook) else os.path.join(PLAYBOOKS, playbook)]
-        for key, value in (extra_vars or {}).items():
-            argv += ["-e", "%s=%s" % (key, value)]
+        if extra_vars:
+            argv += ["-e", json.dumps(extra_vars)]
         env = dict(self.env(), ANSIBLE_CONFIG=self.config, **callback_env(timeline))
         env.pop("ANSIBLE_PIPELINING", None)        # the configuration decides
         env.update(self.extra_env)
