@@ -20,8 +20,10 @@ from __future__ import annotations
 import json
 import re
 
-# Argument and variable names whose values are secrets (api_key, admin_api_key, hf_token, HF_TOKEN, ...).
-SECRET_NAME = re.compile(r'(key|token|secret|password)', re.IGNORECASE)
+# Argument and variable names whose values are secrets: one of these words between underscores or dashes
+# (api_key, admin_api_key, hf_token, HF_TOKEN, ssl_keyfile_password), not inside a word (tokenizer_path,
+# ssl_keyfile).
+SECRET_NAME = re.compile(r'(?:^|[_-])(?:key|token|secret|password)(?:[_-]|$)', re.IGNORECASE)
 MASK = '********'
 
 # Run by the installed SGLang's interpreter with the server arguments as its own. It prints a JSON
@@ -203,8 +205,8 @@ class Redactor:
     """Replaces known secret values, and the value of any secret-named flag or ``name='value'`` pair
     (SGLang logs ``server_args=ServerArgs(..., api_key='...')`` at start), with a mask."""
 
-    _FLAG = re.compile(r'(--[\w-]*(?:key|token|secret|password)[\w-]*)(=|\s+)(\S+)', re.IGNORECASE)
-    _PAIR = re.compile(r'''(\b\w*(?:key|token|secret|password)\w*\s*[=:]\s*)(['"])(.*?)\2''', re.IGNORECASE)
+    _FLAG = re.compile(r'(--([\w-]+))(=|\s+)(\S+)')
+    _PAIR = re.compile(r'''(\b(\w+)\s*[=:]\s*)(['"])(.*?)\3''')
 
     def __init__(self, secrets=()):
         self.secrets = sorted((s for s in set(secrets) if s and len(s) >= 4), key=len, reverse=True)
@@ -214,8 +216,10 @@ class Redactor:
             return None
         for secret in self.secrets:
             text = text.replace(secret, MASK)
-        text = self._FLAG.sub(lambda m: m.group(1) + m.group(2) + MASK, text)
-        return self._PAIR.sub(lambda m: m.group(1) + m.group(2) + MASK + m.group(2), text)
+        text = self._FLAG.sub(lambda m: m.group(1) + m.group(3) + MASK if SECRET_NAME.search(m.group(2)) else m.group(0),
+                              text)
+        return self._PAIR.sub(lambda m: m.group(1) + m.group(3) + MASK + m.group(3) if SECRET_NAME.search(m.group(2))
+                              else m.group(0), text)
 
     def argv(self, argv):
         """ARGV with the value after (or in) each secret-named flag masked."""

@@ -206,7 +206,8 @@ def test_expected_gpus_refuses(args, visible, message):
 # -- secrets ---------------------------------------------------------------------------------
 
 def test_secret_names_and_values():
-    args = {'api_key': 'k-123456', 'admin_api_key': None, 'hf_token': 'hf_abcdef', 'tp_size': 2, 'custom': 'c-999999'}
+    args = {'api_key': 'k-123456', 'admin_api_key': None, 'hf_token': 'hf_abcdef', 'tp_size': 2, 'custom': 'c-999999',
+            'tokenizer_path': '/models/tok', 'ssl_keyfile': '/etc/k.pem', 'skip_tokenizer_init': True}
     assert sargs.secret_names(args, ['custom']) == ['admin_api_key', 'api_key', 'custom', 'hf_token']
     assert sargs.secret_values(args, ['custom']) == ['c-999999', 'hf_abcdef', 'k-123456']
 
@@ -217,6 +218,10 @@ def test_redactor_masks_values_flags_and_logged_server_args():
     assert redact(line) == "server_args=ServerArgs(model_path='/m', api_key='********', admin_api_key=None) HF_TOKEN=********"
     assert redact.argv(['--api-key', 'k-123456', '--hf-token=x1234', '--port', '30000']) == \
         ['--api-key', '********', '--hf-token=********', '--port', '30000']
+    # words that merely contain one of the secret words are no secrets
+    assert redact("--tokenizer-path /models/tok tokenizer_path='/models/tok' --ssl-keyfile /k.pem") == \
+        "--tokenizer-path /models/tok tokenizer_path='/models/tok' --ssl-keyfile /k.pem"
+    assert redact.argv(['--tokenizer-path', '/models/tok']) == ['--tokenizer-path', '/models/tok']
 
 
 # -- the installed parser, both releases -----------------------------------------------------
