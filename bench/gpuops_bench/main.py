@@ -114,7 +114,10 @@ def conditions(results):
     parts = []
     for name in MEASUREMENTS:
         run = (results.get(name) or {}).get("run")
-        if run:
+        if run and run.get("carried_from"):
+            parts.append("%s at %s, carried over from an earlier run (commit %s), not measured again" % (
+                name, run["date"], run["carried_from"]))
+        elif run:
             parts.append("%s at %s (%d s; load average %.1f before, %.1f after)" % (
                 name, run["date"], run["seconds"], run["load_before"][0], run["load_after"][0]))
     return "%s, on %d CPUs." % ("; ".join(parts), os.cpu_count()) if parts else ""
