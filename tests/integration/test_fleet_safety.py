@@ -130,6 +130,31 @@ def test_requests_the_node_cannot_serve_are_refused_before_the_server_is_touched
     assert node.main_pids() == [pid] and healthy(node.url)
 
 
+def test_a_port_held_by_another_program_is_refused(node, fleet):
+    stop = fleet.playbook("stop_sglang.yml")
+    assert stop.rc == 0, stop.output
+    squatter = node.sandbox.popen(["python3", "-m", "http.server", "--bind", "127.0.0.1", str(node.port)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while subprocess.run(["ss", "-Hltn", "sport = :%d" % node.port], capture_output=True, text=True,
+                             check=False).stdout.strip() == "":
+            assert time.monotonic() < deadline, "the squatter never listened"
+            time.sleep(0.1)
+
+        run = fleet.playbook("restart_serving.yml")
+    finally:
+        for proc in node.sandbox.procs():  # the squatter itself runs inside the node's PID namespace
+            if "http.server" in proc["cmdline"]:
+                node.sandbox.run(["kill", "-KILL", str(proc["pid"])])
+        squatter.wait(30)
+
+    assert run.rc != 0
+    words = text(run)
+    assert "Port %d is held by process" % node.port in words and "which is not an SGLang server" in words, run.output
+    assert "The running server was not touched." in words
+
+
 # -- the canary --
 
 def test_a_bad_config_fails_on_the_canary_and_leaves_the_other_nodes_alone(tmp_path):
