@@ -10,7 +10,7 @@ import os
 from .common import RECOMMENDED_CFG, WORK, Ansible, TrialNode, log, summary
 
 CALLS = {
-    "gpu_reap (finds nothing)": ("gpu_reap", {"presets": ["sglang"], "device_holders": True}),
+    "gpu_reap (finds nothing)": ("gpu_reap", {"presets": ["sglang"], "kill_mode": "mixed"}),
     "gpu_verify (clean node)": ("gpu_verify", {"expected_count": 8, "timeout": 60}),
 }
 DEFINITION = (

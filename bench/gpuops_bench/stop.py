@@ -68,6 +68,8 @@ def _trial(method, variant, workdir, ansible, watchdog):
                           signals=sorted(set(s for t in reap["node"][1].get("stopped", []) for s in t["signals"])))
         else:
             timeline = os.path.join(workdir, "timeline.jsonl")
+            if os.path.exists(timeline):      # a work directory of an earlier bench run
+                os.unlink(timeline)
             wall, out = ansible.playbook(inventory, STOP_PLAYBOOK, env=callback_env(timeline))
             end = time.monotonic()
             verified = out.returncode == 0
