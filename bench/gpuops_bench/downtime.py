@@ -164,8 +164,8 @@ def explain(result):
         return []
     text = ("Downtime overhead: %.2f s per node against 3.0 s (missed by %.2f s). Nearly all of it, %.2f s, passes "
             "between the GPUs reading free and the new server's process start, with %s remote tasks between the "
-            "SIGTERM and the ready line, each a module round trip of about a second on this machine "
-            "(measurement 'module overhead')." % (
+            "SIGTERM and the ready line, each a module round trip (see 'Module overhead' for what one costs in this "
+            "report)." % (
                 row["overhead"]["median"], row["overhead"]["median"] - 3.0, row["gap_free_to_start"]["median"],
                 _fmt(row["remote_tasks_stop_to_ready"], 0)))
     names = row.get("remote_task_names") or []

@@ -134,7 +134,7 @@ def _stop(stop):
 def _detect(detect):
     if not detect:
         return []
-    out = ["## 2. Detection latency", "", detect["definition"], "",
+    out = ["## Detection latency", "", detect["definition"], "",
            "| poll_interval | median | min-max | bound | Met |", "|---|---|---|---|---|"]
     for p, row in detect["intervals"].items():
         out.append("| %s s | %s | %s ms | %.0f ms | %s |" % (
@@ -148,7 +148,7 @@ def _scan(scan):
         return []
     labels = {"fuser": "`fuser /dev/nvidia*`", "gpu_reap_scan": "gpu_reap selection (in-process)",
               "gpu_reap_check_mode": "gpu_reap module, check mode (whole process)"}
-    out = ["## 3. Scan cost", "", scan["definition"].replace("PROCESSES", str(scan["processes"] - 1))
+    out = ["## Scan cost", "", scan["definition"].replace("PROCESSES", str(scan["processes"] - 1))
            .replace("FILES", str(scan["files_per_process"])), "",
            "| Scan | Seconds | min-max | vs fuser |", "|---|---|---|---|"]
     base = scan["seconds"]["fuser"]["median"]
@@ -162,7 +162,7 @@ def _scan(scan):
 def _overhead(overhead):
     if not overhead:
         return []
-    out = ["## 5. Module overhead", "", overhead["definition"], "",
+    out = ["## Module overhead", "", overhead["definition"], "",
            "| Call | Config | Wall (s) | Module elapsed (s) | Overhead (s) |", "|---|---|---|---|---|"]
     for call, configs in overhead["calls"].items():
         for c, row in configs.items():
