@@ -118,9 +118,12 @@ def conditions(results):
             parts.append("%s at %s, carried over from an earlier run (commit %s), not measured again" % (
                 name, run["date"], run["carried_from"]))
         elif run:
-            parts.append("%s at %s (%d s; load average %.1f before, %.1f after)" % (
+            parts.append("%s ended %s (%d s; load average %.1f before, %.1f after)" % (
                 name, run["date"], run["seconds"], run["load_before"][0], run["load_after"][0]))
-    return "%s, on %d CPUs." % ("; ".join(parts), os.cpu_count()) if parts else ""
+    text = "%s, on %d CPUs." % ("; ".join(parts), os.cpu_count()) if parts else ""
+    if results.get("meta", {}).get("overlap"):
+        text += " " + results["meta"]["overlap"]
+    return text
 
 
 def write(results, out):
