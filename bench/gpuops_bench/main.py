@@ -67,6 +67,8 @@ def main(argv=None):
         with open(latest) as f:
             results = json.load(f)
     if args.report:
+        if "meta" not in results:
+            parser.error("--report: no results to re-render in %s" % latest)
         results["notes"] = notes(results)
         results["meta"]["conditions"] = conditions(results)
         return write(results, args.out)

@@ -32,8 +32,8 @@ def goals(results):
             rows += module_goals(results[key])
     scan = results.get("scan")
     if scan:
-        rows.append(("scan cost against fuser /dev/nvidia* (%d processes x %d files)" % (
-            scan["processes"], scan["files_per_process"]), "ratio <= 1.00",
+        rows.append(("scan cost against fuser %s (%d processes x %d files)" % (
+            scan.get("device_glob", "/dev/nvidia*"), scan["processes"], scan["files_per_process"]), "ratio <= 1.00",
             "%s s vs %s s = %s" % (_s(scan["seconds"]["gpu_reap_scan"]["median"], "", 3),
                                    _s(scan["seconds"]["fuser"]["median"], "", 3), _s(scan["ratio"])), scan["met"]))
     detect = results.get("detect")
@@ -146,7 +146,8 @@ def _detect(detect):
 def _scan(scan):
     if not scan:
         return []
-    labels = {"fuser": "`fuser /dev/nvidia*`", "gpu_reap_scan": "gpu_reap selection (in-process)",
+    labels = {"fuser": "`fuser %s`" % scan.get("device_glob", "/dev/nvidia*"),
+              "gpu_reap_scan": "gpu_reap selection (in-process)",
               "gpu_reap_check_mode": "gpu_reap module, check mode (whole process)"}
     out = ["## Scan cost", "", scan["definition"].replace("PROCESSES", str(scan["processes"] - 1))
            .replace("FILES", str(scan["files_per_process"])), "",

@@ -5,10 +5,11 @@
 
 Usage: scan.py PROCESSES FILES ROUNDS [MODULE_ARGS_FILE]. Forks PROCESSES idle processes
 holding FILES open files each (half temporary files, half /dev/null), eight of which also
-hold /dev/nvidiaN as schedulers do; then, alternating which goes first, times
-``fuser /dev/nvidia*`` against gpu_reap's selection (a /proc snapshot plus
-``Reaper.select(devices=True)``, in this process) and, when MODULE_ARGS_FILE is given, a
-check-mode gpu_reap module run. Prints one JSON object.
+hold /dev/nvidiaN as schedulers do; then, alternating which goes first, times ``fuser``
+over the GPU device files (``GPU_DEVICES``) against gpu_reap's device-holder selection
+over the same glob (a /proc snapshot plus ``Selection.choose(devices=True)``, in this
+process) and, when MODULE_ARGS_FILE is given, a check-mode gpu_reap module run. Prints one
+JSON object.
 """
 
 from __future__ import annotations
@@ -21,6 +22,17 @@ import sys
 import tempfile
 import time
 
+# The per-GPU device files: what gpu_reap's `devices` names and fuser is given.
+GPU_DEVICES = "/dev/nvidia[0-9]*"
+
+# gpu_reap's parameters as the module's argument spec gives them, with device_holders over GPU_DEVICES.
+MODULE_PARAMS = {
+    "patterns": None, "presets": None, "environ": None, "pids": None, "descendants": True, "sessions": True,
+    "other_namespaces": False, "nvml_processes": False, "device_holders": True, "devices": [GPU_DEVICES],
+    "max_processes": 512, "protect": None, "protect_defaults": True, "kill_mode": "mixed",
+    "term_signal": "SIGTERM", "term_timeout": 30.0, "kill_timeout": 10.0,
+}
+
 
 def spawn(count, files):
     """Fork COUNT children that hold FILES files open until our pipe closes; return the pipe."""
@@ -29,7 +41,7 @@ def spawn(count, files):
     fds += [os.open("/dev/null", os.O_RDONLY) for dummy in range(files - len(fds))]
     r, w = os.pipe()
     pids, holders = [], {}
-    gpus = sorted(glob.glob("/dev/nvidia[0-9]*"))
+    gpus = sorted(glob.glob(GPU_DEVICES))
     for i in range(count):
         pid = os.fork()
         if pid == 0:
@@ -51,10 +63,11 @@ def main(argv):
     module_args = argv[4] if len(argv) > 4 else None
     w, pids, holders = spawn(count, files)
 
-    from ansible_collections.gpuops.host.plugins.module_utils import _procs, _reap
+    from ansible_collections.gpuops.host.plugins.module_utils import (
+        _namespaces, _procs, _reap_options, _reap_selection)
 
-    devices = sorted(glob.glob("/dev/nvidia*"))
-    options = _reap.parse_options({"device_holders": True, "term_timeout": 30, "kill_timeout": 10})
+    devices = sorted(glob.glob(GPU_DEVICES))
+    options = _reap_options.parse_options(MODULE_PARAMS)
 
     def fuser():
         t = time.monotonic()
@@ -65,10 +78,11 @@ def main(argv):
     def reap_scan():
         t = time.monotonic()
         procs = _procs.ProcFS()
-        reaper = _reap.Reaper(options, procs, os.getpid())
-        picked = reaper.select(procs.snapshot(), devices=True)
+        place = _namespaces.Place(procs, os.getpid())
+        selection = _reap_selection.Selection(options, procs, os.getpid(), place)
+        picked = selection.choose(procs.snapshot(), devices=True)
         dt = time.monotonic() - t
-        return dt, set(picked) | set(reaper.protected)
+        return dt, set(picked) | set(selection.protected) | set(selection.elsewhere)
 
     def module():
         t = time.monotonic()
@@ -76,7 +90,10 @@ def main(argv):
                               module_args], capture_output=True, text=True, check=False)
         dt = time.monotonic() - t
         result = json.loads(out.stdout)
-        return dt, set(p["pid"] for p in result.get("would_stop", []) + result.get("protected", []))
+        if result.get("failed"):
+            raise RuntimeError("gpu_reap failed: %s" % result.get("msg"))
+        return dt, set(p["pid"] for key in ("would_stop", "protected", "other_namespaces")
+                       for p in result.get(key, []))
 
     methods = {"fuser": fuser, "gpu_reap_scan": reap_scan}
     if module_args:
@@ -91,7 +108,8 @@ def main(argv):
             if n:
                 times[name].append(dt)
     os.close(w)
-    print(json.dumps({"processes": count + 1, "files_per_process": files, "devices": devices,
+    print(json.dumps({"processes": count + 1, "files_per_process": files, "device_glob": GPU_DEVICES,
+                      "devices": devices,
                       "holders": sorted(holders), "times": times, "found": found}))
     return 0
 
