@@ -310,8 +310,10 @@ def ready(p, deps):
     pid = p.get('pid')
     proc = deps.procfs.stat(pid) if pid else None
     if pid and proc is None:
-        raise ActionFailed('the SGLang server %d is not running' % pid,
-                           {'ready': False, 'died': True, 'log_tail': sprocs.log_tail(p.get('log_path'), p['log_lines'], redact)})
+        tail = sprocs.log_tail(p.get('log_path'), p['log_lines'], redact)
+        raise ActionFailed('the SGLang server %d exited while loading, before the first check%s' % (
+            pid, '. Last %d lines of %s:\n%s' % (len(tail), p['log_path'], '\n'.join(tail)) if tail else ''),
+            {'ready': False, 'died': True, 'log_tail': tail})
     start = proc.start if proc else None
     result = shttp.wait_ready(client, p['path'], p['timeout'], p['interval'], p['request_timeout'],
                               (lambda: sprocs.alive(deps.procfs, pid, start)) if pid else (lambda: True),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build, or reuse, the simulated GPU node image: Debian with python3, setproctitle, procps,
+# Build, or reuse, the simulated GPU node image: Debian with python3, setproctitle, procps, iproute2 (ss),
 # psmisc, the NVML test double as the system's libnvidia-ml.so.1, pynvml, the gpusim helpers,
 # the SGLang stand-in (`sglang` on PATH), a model directory (/models/llama-sim) and the decoy
 # GPU daemons.
@@ -24,7 +24,7 @@ python=${PYTHON:-$root/.venv/bin/python}
 podman=${PODMAN:-podman}
 name=localhost/gpuops-node
 suite=bookworm
-packages=python3,python-is-python3,python3-setproctitle,python3-yaml,procps,psmisc
+packages=python3,python-is-python3,python3-setproctitle,python3-yaml,procps,psmisc,iproute2
 work=$build/sim/image
 
 log() { echo "build.sh: $*" >&2; }

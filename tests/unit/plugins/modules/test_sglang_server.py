@@ -220,3 +220,17 @@ def test_drain_in_check_mode_reads_once(run_module, busy_server):
     outcome, result, dummy = run_module(sglang_server, {'action': 'drain', 'url': busy_server, 'timeout': 600,
                                                         '_ansible_check_mode': True})
     assert outcome == 'exit' and result['readings'] == 1 and result['in_flight'] == 1 and not result['drained']
+
+
+def test_ready_of_a_server_gone_before_the_first_check_says_it_exited_while_loading(run_module, tmp_path):
+    child = os.fork()
+    if child == 0:
+        os._exit(1)
+    os.waitpid(child, 0)
+    log = tmp_path / 'server.log'
+    log.write_text('RuntimeError: CUDA error: out of memory\n')
+    outcome, result, dummy = run_module(sglang_server, {'action': 'ready', 'pid': child, 'url': 'http://127.0.0.1:9',
+                                                        'log_path': str(log), 'timeout': 5})
+    assert outcome == 'fail' and result['died'] and not result['ready']
+    assert result['msg'].startswith('the SGLang server %d exited while loading, before the first check' % child)
+    assert 'CUDA error: out of memory' in result['msg'] and result['log_tail'] == ['RuntimeError: CUDA error: out of memory']
