@@ -50,6 +50,9 @@ def main(argv=None):
                         % ", ".join(fleet.SETTINGS))
     parser.add_argument("--weights-mib", type=int, default=1024,
                         help="size of the model's weight files in the downtime and prefetch measurements")
+    parser.add_argument("--downtime-variants", type=lambda v: [s.strip() for s in v.split(",") if s.strip()],
+                        default=None, help="variants of the downtime measurement (default: all of %s)"
+                        % ", ".join(downtime.VARIANTS))
     parser.add_argument("--processes", type=int, default=2000, help="extra processes in the scan measurement")
     parser.add_argument("--report", action="store_true",
                         help="measure nothing: rewrite latest.md from latest.json (after a change to the report)")
@@ -60,6 +63,9 @@ def main(argv=None):
     unknown = set(only) - set(MEASUREMENTS)
     if unknown:
         parser.error("--only: unknown %s; choose from %s" % (", ".join(sorted(unknown)), ", ".join(MEASUREMENTS)))
+
+    if set(args.downtime_variants or ()) - set(downtime.VARIANTS):
+        parser.error("--downtime-variants: choose from %s" % ", ".join(downtime.VARIANTS))
 
     latest = os.path.join(args.out, "latest.json")
     results = {}
@@ -84,7 +90,8 @@ def main(argv=None):
         "fleet": lambda: (fleet.run(1, sizes=(1, 2), settings=["recommended"]) if args.quick else
                           fleet.run(args.fleet_rounds or max(1, rounds // 3), sizes=args.fleet_sizes,
                                     settings=args.fleet_settings)),
-        "downtime": lambda: downtime.run(rounds if not args.quick else 1, weights_mib=args.weights_mib),
+        "downtime": lambda: downtime.run(rounds if not args.quick else 1, weights_mib=args.weights_mib,
+                                        variants=args.downtime_variants),
         "prefetch": lambda: prefetch.run(rounds if not args.quick else 1, weights_mib=args.weights_mib),
     }
     errors = results.setdefault("errors", {})

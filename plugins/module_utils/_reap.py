@@ -2,7 +2,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""One run of gpu_reap: check that /proc can be trusted, select, stop, and report.
+"""One run of gpu_reap: check that /proc can be trusted, select, stop, report, and with a
+verification wait until the GPUs are clean.
 
 Selection (``_reap_selection``) and escalation (``_reap_escalation``) are injected with
 the process table, clock and sleep, so every path is testable without real processes.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import os
 import time
 
+from ansible_collections.gpuops.host.plugins.module_utils._nvml import NvmlError
 from ansible_collections.gpuops.host.plugins.module_utils._reap_escalation import POLL_INTERVAL, Escalation
 from ansible_collections.gpuops.host.plugins.module_utils._reap_options import ReapError
 from ansible_collections.gpuops.host.plugins.module_utils._reap_selection import Phase, Selection, describe
@@ -123,6 +125,9 @@ class Reaper:
 
     # -- results --
 
+    def elapsed(self):
+        return round(self.clock() - self._started, 3)
+
     def result(self):
         """The module's return values; raises ReapFailure when targets survived SIGKILL or
         could not be signalled."""
@@ -141,7 +146,7 @@ class Reaper:
             'remaining': [dict(describe(t.proc, t.matched_by), state=self._state(t), signals=t.signals)
                           for t in remaining],
             'nvml_unmapped': s.nvml_unmapped,
-            'elapsed': round(self.clock() - self._started, 3),
+            'elapsed': self.elapsed(),
             'diff': {
                 'before': ''.join('%d %s\n' % (t.proc.pid, t.proc.command) for t in targets),
                 'after': '' if self.planned else ''.join(
@@ -180,3 +185,34 @@ class Reaper:
             parts.append(msg)
         parts.append('stopped %d: %s' % (len(done), ', '.join('%d' % t.proc.pid for t in done) or 'none'))
         return '. '.join(parts)
+
+
+def reap(reaper, check_mode, verification=None, nvml=None, clock=time.monotonic, sleep=time.sleep):
+    """The result of one gpu_reap run: in check mode the plan; else the stop and, with a
+    ``verification`` (``_verify.Verification``), the wait until the GPUs are clean, read from
+    ``nvml`` (an open ``_nvml.Nvml``) as soon as every target is gone.
+
+    GPUs the verification names are looked up before anything is signalled (SelectionError).
+    Raises ReapFailure with everything done so far when a target survived or could not be
+    signalled (the GPUs are then not waited for), or when the GPUs did not turn clean.
+    """
+    if verification is not None and verification.wanted:
+        verification.check_selection(nvml.snapshot())
+    if check_mode:
+        reaper.plan()
+        return reaper.result()
+    reaper.run()
+    result = reaper.result()
+    if verification is None:
+        return result
+    try:
+        report = verification.wait(nvml.snapshot, clock=clock, sleep=sleep)
+    except NvmlError as e:
+        result.update(elapsed=reaper.elapsed(), nvml_error=e.code)
+        raise ReapFailure('stopped %d processes, then could not read the GPUs: %s' % (len(result['stopped']), e), result)
+    result.update(verify=report, elapsed=reaper.elapsed())
+    if not report['clean']:
+        raise ReapFailure('%s\nstopped %d processes: %s' % (
+            verification.failure(report), len(result['stopped']),
+            ', '.join(str(t['pid']) for t in result['stopped']) or 'none'), result)
+    return result

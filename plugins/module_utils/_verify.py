@@ -5,7 +5,8 @@
 """Judging NVML snapshots: is a GPU clean, and if not, what holds it; waiting until all are.
 
 Snapshots are the plain dicts that ``_nvml.Nvml.snapshot()`` returns; the clock and sleep
-are injected, so everything here runs without NVML.
+are injected, so everything here runs without NVML. ``Verification`` is the wait that
+gpu_verify runs, and gpu_reap with its ``verify`` option runs right after the stop.
 """
 
 from __future__ import annotations
@@ -13,6 +14,13 @@ from __future__ import annotations
 import math
 import time
 from collections import namedtuple
+
+from ansible_collections.gpuops.host.plugins.module_utils._pci import nvidia_gpus
+
+# Seconds between two readings while waiting. A reading of every GPU takes a few NVML calls per
+# GPU (memory, process lists) and a /proc lookup per listed process: milliseconds, so a short
+# interval costs little and bounds how late a release is noticed.
+POLL_INTERVAL = 0.1
 
 # max_used_mib: most memory a clean GPU may show (v2 used, or v1 used above v1_reserved_mib)
 # allow_processes: processes listed by NVML do not by themselves make a GPU dirty (v2 only)
@@ -28,6 +36,17 @@ def argument_spec():
         allow_processes=dict(type='bool', default=False),
         v1_reserved_mib=dict(type='int'),
     )
+
+
+def wait_argument_spec():
+    """Options of a wait for clean GPUs: gpu_verify's, and the suboptions of gpu_reap's verify."""
+    spec = argument_spec()
+    spec.update(
+        expected_count=dict(type='int'),
+        timeout=dict(type='float', default=60),
+        poll_interval=dict(type='float', default=POLL_INTERVAL),
+    )
+    return spec
 
 
 def v1_warning(limits):
@@ -208,3 +227,41 @@ def failure_message(report, timeout):
         gpu = report['gpus'][key]
         lines.append('GPU %d %s: %s' % (gpu['index'], key, gpu['problem']))
     return '\n'.join(lines)
+
+
+class Verification:
+    """A wait until the GPUs are clean, as the options of ``wait_argument_spec`` ask for it.
+
+    Checks the options when built (ValueError, its message naming the option with ``prefix``);
+    ``sysfs_root`` is where the NVIDIA GPUs on the PCI bus are counted when no expected count is
+    given. ``warnings`` holds what the caller should warn about before the wait.
+    """
+
+    def __init__(self, params, sysfs_root='/sys', prefix=''):
+        self.timeout = check_seconds(prefix + 'timeout', params['timeout'])
+        self.poll_interval = check_seconds(prefix + 'poll_interval', params['poll_interval'], positive=True)
+        self.limits = Limits(params['max_used_mib'], params['allow_processes'], params['v1_reserved_mib'])
+        self.wanted = params['gpus']
+        self.expected_count = params['expected_count']
+        self.pci = nvidia_gpus(sysfs_root) if self.expected_count is None else None
+        self.warnings = []
+        if self.pci == []:
+            self.warnings.append(
+                'sysfs shows no NVIDIA GPU on the PCI bus (/sys/bus/pci/devices), so the GPU count NVML reports was '
+                'not checked; set %sexpected_count' % prefix)
+
+    def check_selection(self, snapshot):
+        """SelectionError when a GPU asked for is not on the host: checked before anything is stopped."""
+        select(snapshot['gpus'], self.wanted)
+
+    def wait(self, read, clock=time.monotonic, sleep=time.sleep):
+        """The report of ``wait_until_clean``; ``read`` returns a snapshot."""
+        return wait_until_clean(read, self.limits, self.wanted, self.expected_count, self.timeout,
+                                self.poll_interval, pci_gpus=self.pci, clock=clock, sleep=sleep)
+
+    def report_warnings(self, report):
+        """What to warn about after the wait (the v1 memory call)."""
+        return [v1_warning(self.limits)] if report['memory_api'] == 'v1' else []
+
+    def failure(self, report):
+        return failure_message(report, self.timeout)

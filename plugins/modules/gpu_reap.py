@@ -41,8 +41,12 @@ description:
     and what could not be signalled, and why, in RV(stopped) and RV(unsignalled).
   - Zombies (C(<defunct>)) have exited already; they are reported in RV(zombies) with their parent and do not fail
     the run. A target still alive O(kill_timeout) seconds after SIGKILL fails the run.
+  - With O(verify), the same call then waits until every GPU is clean, as M(gpuops.host.gpu_verify) does, reading
+    NVML from the moment the last target is gone; the GPUs named there are looked up, and NVML opened, before
+    anything is signalled. One call instead of two saves a round trip between the old workload's exit and
+    whatever starts next.
   - Runs on the target with the Python standard library only (C(/proc) parsing). Where C(nvidia-ml-py) is
-    installed, NVML adds GPU indices, UUIDs and memory to RV(foreign); O(nvml_processes) needs it.
+    installed, NVML adds GPU indices, UUIDs and memory to RV(foreign); O(nvml_processes) and O(verify) need it.
 author:
   - gpuops maintainers (@gpuops)
 extends_documentation_fragment:
@@ -53,6 +57,8 @@ attributes:
     support: full
     details:
       - Reports in RV(would_stop) exactly what a real run would select now, and signals nothing.
+      - With O(verify), opens NVML and looks up the GPUs named in O(verify.gpus), as a real run does first, but does
+        not wait for the GPUs, which still hold the memory of what would be stopped.
   diff_mode:
     support: full
     details:
@@ -209,6 +215,48 @@ options:
       - Seconds to wait after SIGKILL before the run fails with the processes still alive. Must be finite.
     type: float
     default: 10
+  verify:
+    description:
+      - After the stop, wait until every GPU (or those in O(verify.gpus)) is clean, and fail the run when they are not
+        within O(verify.timeout); the suboptions are those of M(gpuops.host.gpu_verify), with the same defaults.
+      - The wait starts the moment the last target is gone. It is not run when a target survived SIGKILL or could not
+        be signalled (the run fails then anyway), nor in check mode.
+      - Needs C(nvidia-ml-py) on the target.
+    type: dict
+    suboptions:
+      gpus:
+        description:
+          - GPUs to check, each an NVML index (V(0)) or a UUID (the C(GPU-) prefix may be left out); every GPU when
+            empty. A GPU the host does not show fails the run before anything is signalled.
+        type: list
+        elements: str
+        default: []
+      max_used_mib:
+        description: The most memory, in MiB, a clean GPU may show in use, read through the v2 memory call.
+        type: int
+        default: 32
+      allow_processes:
+        description: Whether processes NVML lists may remain on a clean GPU (its memory still within O(verify.max_used_mib)).
+        type: bool
+        default: false
+      v1_reserved_mib:
+        description:
+          - Drivers without the v2 memory call only, the v1 used memory of this host's GPUs when idle (see
+            M(gpuops.host.gpu_verify)); without it a v1 reading never counts as clean.
+        type: int
+      expected_count:
+        description:
+          - Number of GPUs the host must show; when omitted, the NVIDIA GPUs on the PCI bus.
+        type: int
+      timeout:
+        description: Seconds to wait, from the last target's exit, for every GPU to be clean. V(0) checks once.
+        type: float
+        default: 60
+      poll_interval:
+        description:
+          - Seconds between two NVML readings; a release is noticed at most this late. More than 0.
+        type: float
+        default: 0.1
 notes:
   - In V(mixed) mode, once the roots have exited, the other selected processes get up to one more second to
     follow them before SIGKILL.
@@ -238,6 +286,19 @@ EXAMPLES = r"""
       - '^\S*python[0-9.]*(?:\s+(?:-[XW]\s*\S+|-[A-Za-z]+))*?\s+-[A-Za-z]*m\s*sglang\.launch_server(?:\s|$)'
       - '^(?:\S*python[0-9.]*(?:\s+(?:-[XW]\s*\S+|-[A-Za-z]+))*?\s+)?(?:\S*/)?sglang\s+serve(?:\s|$)'
       - '^sglang::'
+
+- name: Stop the SGLang server, then wait in the same call until its 8 GPUs are back at zero memory
+  gpuops.host.gpu_reap:
+    presets: [sglang]
+    term_timeout: 60
+    verify:
+      expected_count: 8
+      timeout: 60
+  register: clean
+
+- name: Show how long the GPUs took to read clean after the server's exit
+  ansible.builtin.debug:
+    msg: "{{ clean.verify.elapsed }} s, {{ clean.verify.polls }} readings"
 
 - name: Stop every process of one launch, even orphans re-parented to PID 1
   # launched with GPUOPS_RUN=extract-42 and SPT_NOENV=1 in its environment
@@ -439,23 +500,56 @@ unsignalled:
       error: 'EPERM sending SIGTERM: Operation not permitted'
       signals: []
 elapsed:
-  description: Seconds the run took.
+  description: Seconds the run took, the wait of O(verify) included.
   returned: always
   type: float
   sample: 5.31
+verify:
+  description:
+    - With O(verify), what M(gpuops.host.gpu_verify) returns for the wait after the stop - C(clean), C(dirty), C(gpus),
+      C(problems), C(count), C(expected_count), C(driver_version), C(memory_api), C(elapsed) (seconds from the
+      first reading, taken once every target was gone, until every GPU was clean) and C(polls); see that module's
+      return values.
+  returned: when O(verify) is set, not in check mode, and every target was stopped
+  type: dict
+  sample:
+    clean: true
+    dirty: []
+    problems: []
+    count: 8
+    expected_count: 8
+    driver_version: "570.133.20"
+    memory_api: v2
+    elapsed: 0.0
+    polls: 1
+    gpus:
+      GPU-5b1f3c2e-0b6a-4a5e-9e53-0f6a1d2c3b4a:
+        index: 0
+        used_mib: 0
+        clean: true
+        problem: null
+nvml_error:
+  description: Name of the NVML error that kept the O(verify) wait from reading the GPUs.
+  returned: when NVML could not be read for O(verify)
+  type: str
+  sample: NVML_ERROR_DRIVER_NOT_LOADED
 """
 
 import os
+from contextlib import nullcontext
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpuops.host.plugins.module_utils._namespaces import Place
 from ansible_collections.gpuops.host.plugins.module_utils._nvml import (
-    HAS_PYNVML, PYNVML_IMPORT_ERROR, NvmlError, gpu_inventory, pynvml,
+    HAS_PYNVML, PYNVML_IMPORT_ERROR, Nvml, NvmlError, gpu_inventory, pynvml,
 )
 from ansible_collections.gpuops.host.plugins.module_utils._procs import ProcFS
-from ansible_collections.gpuops.host.plugins.module_utils._reap import Reaper, ReapFailure
+from ansible_collections.gpuops.host.plugins.module_utils._reap import Reaper, ReapFailure, reap
 from ansible_collections.gpuops.host.plugins.module_utils._reap_options import PRESETS, ReapError, parse_options
+from ansible_collections.gpuops.host.plugins.module_utils._verify import SelectionError, Verification, wait_argument_spec
+
+SYSFS_ROOT = '/sys'
 
 
 def read_gpus(module, options, place):
@@ -472,6 +566,18 @@ def read_gpus(module, options, place):
             module.fail_json(msg='nvml_processes: cannot list GPU processes: %s' % e)
         return {}, []
     return devices, listing if place.nvml_pids_are_local else []
+
+
+def verification(module):
+    """The wait of the verify option, checked; None without it."""
+    if module.params['verify'] is None:
+        return None
+    check = Verification(module.params['verify'], SYSFS_ROOT, prefix='verify.')
+    if not HAS_PYNVML:
+        module.fail_json(msg=missing_required_lib('nvidia-ml-py', reason='for verify'), exception=PYNVML_IMPORT_ERROR)
+    for warning in check.warnings:
+        module.warn(warning)
+    return check
 
 
 def main():
@@ -494,6 +600,7 @@ def main():
             term_signal=dict(type='str', default='SIGTERM'),
             term_timeout=dict(type='float', default=30),
             kill_timeout=dict(type='float', default=10),
+            verify=dict(type='dict', options=wait_argument_spec()),
         ),
         required_if=[('device_holders', True, ['devices'])],
         supports_check_mode=True,
@@ -502,17 +609,20 @@ def main():
     place = Place(procs, os.getpid())
     try:
         options = parse_options(module.params)
-        devices, listing = read_gpus(module, options, place)
-        reaper = Reaper(options, procs, os.getpid(), place, nvml_listing=listing, gpu_devices=devices)
-        if module.check_mode:
-            reaper.plan()
-        else:
-            reaper.run()
-        result = reaper.result()
-    except ReapError as e:
+        check = verification(module)
+        # NVML is opened before any signal, so that a driver that cannot be read fails the run first.
+        with Nvml() if check is not None else nullcontext() as nvml:
+            devices, listing = read_gpus(module, options, place)
+            reaper = Reaper(options, procs, os.getpid(), place, nvml_listing=listing, gpu_devices=devices)
+            result = reap(reaper, module.check_mode, check, nvml)
+    except (ReapError, ValueError, SelectionError) as e:
         module.fail_json(msg=str(e), changed=False)
+    except NvmlError as e:
+        module.fail_json(msg='verify: %s; nothing was signalled' % e, nvml_error=e.code, changed=False)
     except ReapFailure as e:
         module.fail_json(msg=str(e), **e.result)
+    for warning in check.report_warnings(result['verify']) if 'verify' in result else ():
+        module.warn(warning)
     module.exit_json(**result)
 
 

@@ -24,7 +24,8 @@ description:
     or container is named as such; a PID that this PID namespace cannot see is reported as not visible from here
     (NVML lists the host's PIDs), not as gone.
   - Memory is freed some time after the process that held it has exited, sometimes seconds later, which is
-    why the module polls; run it right after M(gpuops.host.gpu_reap).
+    why the module polls. M(gpuops.host.gpu_reap) runs this same wait right after its stop, in the same call,
+    with its O(gpuops.host.gpu_reap#module:verify) option.
   - A GPU lost to NVML (C(NVML_ERROR_GPU_IS_LOST)) or a GPU count other than expected (O(expected_count), or the
     NVIDIA GPUs on the PCI bus) ends the wait at once, since waiting cannot fix either.
   - Use M(gpuops.host.gpu_info) to read the same facts without asserting.
@@ -55,8 +56,10 @@ options:
     description:
       - Seconds between two readings while waiting; the delay with which a release is noticed is at most this.
         More than 0, and finite.
+      - A reading takes a few NVML calls per GPU and a C(/proc) lookup per process listed, milliseconds in all, so
+        the default keeps the wait within a tenth of a second of the release at little cost.
     type: float
-    default: 1
+    default: 0.1
 """
 
 EXAMPLES = r"""
@@ -216,47 +219,32 @@ gpus:
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpuops.host.plugins.module_utils._nvml import HAS_PYNVML, PYNVML_IMPORT_ERROR, Nvml, NvmlError
-from ansible_collections.gpuops.host.plugins.module_utils._pci import nvidia_gpus
-from ansible_collections.gpuops.host.plugins.module_utils._verify import (
-    Limits, SelectionError, argument_spec as verify_argument_spec, check_seconds, failure_message, v1_warning,
-    wait_until_clean)
+from ansible_collections.gpuops.host.plugins.module_utils._verify import SelectionError, Verification, wait_argument_spec
 
 SYSFS_ROOT = '/sys'
 
 
 def main():
-    argument_spec = verify_argument_spec()
-    argument_spec.update(
-        expected_count=dict(type='int'),
-        timeout=dict(type='float', default=60),
-        poll_interval=dict(type='float', default=1),
-    )
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
-    p = module.params
+    module = AnsibleModule(argument_spec=wait_argument_spec(), supports_check_mode=True)
     try:
-        check_seconds('timeout', p['timeout'])
-        check_seconds('poll_interval', p['poll_interval'], positive=True)
+        verification = Verification(module.params, SYSFS_ROOT)
     except ValueError as e:
         module.fail_json(msg=str(e))
     if not HAS_PYNVML:
         module.fail_json(msg=missing_required_lib('nvidia-ml-py'), exception=PYNVML_IMPORT_ERROR)
-    limits = Limits(p['max_used_mib'], p['allow_processes'], p['v1_reserved_mib'])
-    pci = nvidia_gpus(SYSFS_ROOT) if p['expected_count'] is None else None
-    if pci == []:
-        module.warn('sysfs shows no NVIDIA GPU on the PCI bus (/sys/bus/pci/devices), so the GPU count NVML reports '
-                    'was not checked; set expected_count')
+    for warning in verification.warnings:
+        module.warn(warning)
     try:
         with Nvml() as nvml:
-            report = wait_until_clean(nvml.snapshot, limits, p['gpus'], p['expected_count'], p['timeout'],
-                                      p['poll_interval'], pci_gpus=pci)
+            report = verification.wait(nvml.snapshot)
     except NvmlError as e:
         module.fail_json(msg=str(e), nvml_error=e.code)
     except SelectionError as e:
         module.fail_json(msg=str(e))
-    if report['memory_api'] == 'v1':
-        module.warn(v1_warning(limits))
+    for warning in verification.report_warnings(report):
+        module.warn(warning)
     if not report['clean']:
-        module.fail_json(msg=failure_message(report, p['timeout']), **report)
+        module.fail_json(msg=verification.failure(report), **report)
     module.exit_json(changed=False, **report)
 
 

@@ -11,11 +11,13 @@ import pytest
 
 from ansible_collections.gpuops.host.plugins.module_utils._namespaces import Place
 from ansible_collections.gpuops.host.plugins.module_utils._procs import Proc
-from ansible_collections.gpuops.host.plugins.module_utils._reap import Reaper, ReapFailure
+from ansible_collections.gpuops.host.plugins.module_utils._nvml import NvmlError
+from ansible_collections.gpuops.host.plugins.module_utils._reap import Reaper, ReapFailure, reap
 from ansible_collections.gpuops.host.plugins.module_utils._reap_options import (
     SGLANG_PATTERNS, ReapError, parse_options, parse_signal,
 )
 from ansible_collections.gpuops.host.plugins.module_utils._reap_selection import Phase, Target, device_matcher
+from ansible_collections.gpuops.host.plugins.module_utils._verify import SelectionError, Verification
 
 HOST_NS = 'pid:[4026531836]'
 
@@ -822,3 +824,114 @@ def test_a_node_container_can_declare_its_own_namespace_the_hosts():
     for pid in (1, 899, SELF):
         w.ns[pid] = 'pid:[4026532111]'
     assert reaper(w, nvml_processes=True, module_env={'GPUOPS_HOST_PIDNS': 'own'})
+
+
+# -- the wait for clean GPUs after the stop (verify) --------------------------------------------
+
+class GpuView:
+    """NVML snapshots of a World's GPUs: GPU i holds 8000 MiB of process ``holders[i]`` while it
+    lives, and for ``lag`` seconds after its exit (the driver's release)."""
+
+    def __init__(self, world, holders, lag=0.0, fail_after=None):
+        self.world = world
+        self.holders = holders
+        self.lag = lag
+        self.exited = {}
+        self.reads = 0
+        self.fail_after = fail_after
+
+    def snapshot(self):
+        self.reads += 1
+        if self.fail_after is not None and self.reads > self.fail_after:
+            raise NvmlError('NVML failed to count the GPUs: GPU is lost', code='NVML_ERROR_GPU_IS_LOST')
+        gpus = []
+        for index in sorted(self.holders):
+            pid = self.holders[index]
+            alive = pid in self.world.table and not self.world.table[pid].zombie
+            if not alive:
+                self.exited.setdefault(pid, self.world.now)
+            held = alive or self.world.now < self.exited[pid] + self.lag
+            command = ' '.join(self.world.table[pid].cmdline) if alive else None
+            listed = [{'pid': pid, 'used_mib': 8000, 'exists': True, 'name': command, 'cmdline': command,
+                       'user': 'root', 'where': None}] if alive else []
+            gpus.append({'index': index, 'uuid': 'GPU-%d' % index, 'name': 'NVIDIA H200', 'pci_bus_id': None,
+                         'total_mib': 143771, 'used_mib': 8000 if held else 0, 'reserved_mib': 700,
+                         'free_mib': 0, 'v1_used_mib': 0, 'processes': listed, 'error': None})
+        return {'driver_version': '570.133.20', 'count': len(gpus), 'gpus': gpus, 'memory_api': 'v2'}
+
+
+def verification(**kw):
+    base = dict(gpus=[], max_used_mib=32, allow_processes=False, v1_reserved_mib=None, expected_count=2,
+                timeout=60.0, poll_interval=0.1)
+    base.update(kw)
+    return Verification(base, prefix='verify.')
+
+
+def test_verify_reads_the_gpus_from_the_last_exit_until_they_are_clean():
+    w = World()
+    w.sglang(tp=2)          # the tree exits 2 s after SIGTERM
+    gpus = GpuView(w, {0: 101, 1: 102}, lag=0.25)
+    result = reap(reaper(w, presets=['sglang']), False, verification(), gpus, clock=w.clock, sleep=w.sleep)
+    report = result['verify']
+    assert report['clean'] is True and report['count'] == 2
+    # no reading before the exit; then one every 0.1 s until the driver's release 0.25 s later
+    assert report['polls'] == 4 and report['elapsed'] == pytest.approx(0.3, abs=0.01)
+    assert gpus.exited == {101: pytest.approx(2.0, abs=0.03), 102: pytest.approx(2.0, abs=0.03)}
+    assert result['elapsed'] == pytest.approx(2.3, abs=0.05)
+
+
+def test_verify_fails_naming_the_holder_and_what_was_stopped():
+    w = World()
+    w.sglang(tp=2)
+    w.add(700, 1, ['python3', 'train.py'])      # another tenant's job on GPU 1, not selected
+    gpus = GpuView(w, {0: 101, 1: 700})
+    with pytest.raises(ReapFailure) as e:
+        reap(reaper(w, presets=['sglang']), False, verification(timeout=1), gpus, clock=w.clock, sleep=w.sleep)
+    assert str(e.value).splitlines() == [
+        '1 of 2 checked GPUs not clean after 1.0 s (timeout 1 s)',
+        'GPU 1 GPU-1: 8000 MiB used by pid 700 (user root: python3 train.py)',
+        'stopped 5 processes: 100, 101, 102, 110, 111']
+    assert stopped(e.value.result) == [100, 101, 102, 110, 111]
+    assert e.value.result['verify']['dirty'] == ['GPU-1'] and 700 in w.table
+
+
+def test_verify_is_not_run_when_a_target_survives_sigkill():
+    w = World()
+    w.add(909, 1, ['sglang::scheduler_TP3'], comm='sglang::schedul', state='D', on_term='ignore')
+    gpus = GpuView(w, {0: 909})
+    with pytest.raises(ReapFailure) as e:
+        reap(reaper(w, presets=['sglang'], term_timeout=1, kill_timeout=1), False, verification(), gpus,
+             clock=w.clock, sleep=w.sleep)
+    assert str(e.value).startswith('1 process still alive 1.0 s after SIGKILL: 909 (D, sglang::scheduler_TP3)')
+    assert 'verify' not in e.value.result and gpus.reads == 0
+
+
+def test_gpus_named_for_the_verification_are_looked_up_before_any_signal():
+    w = World()
+    w.sglang(tp=2)
+    with pytest.raises(SelectionError) as e:
+        reap(reaper(w, presets=['sglang']), False, verification(gpus=['5']), GpuView(w, {0: 101, 1: 102}),
+             clock=w.clock, sleep=w.sleep)
+    assert str(e.value) == 'GPU 5 not found: the host shows 2 GPUs (0 GPU-0, 1 GPU-1)'
+    assert w.sent == []
+
+
+def test_check_mode_with_verify_plans_and_does_not_wait():
+    w = World()
+    w.sglang(tp=2)
+    gpus = GpuView(w, {0: 101, 1: 102})
+    result = reap(reaper(w, presets=['sglang']), True, verification(gpus=['0']), gpus, clock=w.clock, sleep=w.sleep)
+    assert sorted(p['pid'] for p in result['would_stop']) == [100, 101, 102, 110, 111]
+    assert 'verify' not in result and w.sent == [] and w.now == 0.0
+    assert gpus.reads == 1      # the lookup of GPU 0, as a real run makes it first
+
+
+def test_an_nvml_error_after_the_stop_fails_with_what_was_stopped():
+    w = World()
+    w.sglang(tp=2)
+    gpus = GpuView(w, {0: 101, 1: 102}, fail_after=0)
+    with pytest.raises(ReapFailure) as e:
+        reap(reaper(w, presets=['sglang']), False, verification(), gpus, clock=w.clock, sleep=w.sleep)
+    assert str(e.value) == ('stopped 5 processes, then could not read the GPUs: NVML failed to count the GPUs: '
+                            'GPU is lost')
+    assert e.value.result['nvml_error'] == 'NVML_ERROR_GPU_IS_LOST' and stopped(e.value.result) == [100, 101, 102, 110, 111]

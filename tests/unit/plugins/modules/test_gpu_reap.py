@@ -103,6 +103,76 @@ def test_run_stops_the_tree_then_reports_no_change(run_module, marked):
     assert outcome == 'exit' and not result['changed'] and result['stopped'] == []
 
 
+def test_verify_waits_in_the_same_call_until_the_gpus_are_clean(run_module, node, marked):
+    mark, parent, child = marked
+    node.allocate(1, 8123, pid=parent.pid)
+    node.set_release_lag(300)
+    args = {'environ': {'GPUOPS_TEST_MARK': '^%s$' % mark}, 'term_timeout': 10, 'kill_timeout': 5,
+            'verify': {'expected_count': 4, 'timeout': 30}}
+    outcome, result, warnings = run_module(gpu_reap, args)
+    assert outcome == 'exit' and result['changed'] and warnings == []
+    assert sorted(p['pid'] for p in result['stopped']) == sorted([parent.pid, child])
+    report = result['verify']
+    assert report['clean'] is True and report['count'] == 4 and report['memory_api'] == 'v2'
+    # the driver's release took 0.3 s after the exit: noticed within one 0.1 s poll
+    assert report['polls'] > 1 and 0.2 <= report['elapsed'] < 10
+    assert result['elapsed'] >= report['elapsed']
+
+
+def test_verify_fails_naming_the_holder_left_running(run_module, node, marked, holder):
+    mark, parent, child = marked
+    node.allocate(2, 4096, pid=holder.pid)
+    args = {'environ': {'GPUOPS_TEST_MARK': '^%s$' % mark}, 'term_timeout': 10,
+            'verify': {'expected_count': 4, 'timeout': 0.3}}
+    outcome, result, dummy = run_module(gpu_reap, args)
+    assert outcome == 'fail' and result['verify']['dirty'] == [node.gpu_uuids[2]]
+    lines = result['msg'].splitlines()
+    assert lines[0].startswith('1 of 4 checked GPUs not clean after')
+    assert lines[1] == 'GPU 2 %s: 4096 MiB used by pid %d (user root: sleep 600)' % (node.gpu_uuids[2], holder.pid)
+    assert lines[2].startswith('stopped 2 processes: ')
+    assert not alive(parent.pid) and alive(holder.pid)
+
+
+@pytest.mark.parametrize('verify, message', [
+    ({'poll_interval': 0}, 'verify.poll_interval must be a finite number of seconds, more than 0; got 0.0'),
+    ({'timeout': 'inf'}, 'verify.timeout must be a finite number of seconds, 0 or more; got inf'),
+    ({'gpus': ['7'], 'expected_count': 4}, 'GPU 7 not found: the host shows 4 GPUs'),
+])
+def test_bad_verify_options_fail_before_any_signal(run_module, node, marked, verify, message):
+    mark, parent, child = marked
+    outcome, result, dummy = run_module(gpu_reap, {'environ': {'GPUOPS_TEST_MARK': '^%s$' % mark}, 'verify': verify})
+    assert outcome == 'fail' and message in result['msg'] and not result.get('changed')
+    assert alive(parent.pid) and alive(child)
+
+
+def test_verify_with_nvml_unreadable_fails_before_any_signal(run_module, node, marked):
+    mark, parent, child = marked
+    node.set_init_error("DRIVER_NOT_LOADED")
+    outcome, result, dummy = run_module(gpu_reap, {'environ': {'GPUOPS_TEST_MARK': '^%s$' % mark},
+                                                   'verify': {'expected_count': 4}})
+    assert outcome == 'fail' and result['nvml_error'] == 'NVML_ERROR_DRIVER_NOT_LOADED'
+    assert result['msg'].startswith('verify: Cannot initialise NVML') and result['msg'].endswith('nothing was signalled')
+    assert alive(parent.pid) and alive(child)
+
+
+def test_verify_without_nvidia_ml_py(run_module, monkeypatch, marked):
+    mark, parent, child = marked
+    monkeypatch.setattr(gpu_reap, 'HAS_PYNVML', False)
+    outcome, result, dummy = run_module(gpu_reap, {'environ': {'GPUOPS_TEST_MARK': '^%s$' % mark}, 'verify': {}})
+    assert outcome == 'fail' and 'Failed to import the required Python library (nvidia-ml-py)' in result['msg']
+    assert 'for verify' in result['msg'] and alive(parent.pid)
+
+
+def test_check_mode_with_verify_does_not_wait(run_module, node, marked):
+    mark, parent, child = marked
+    node.allocate(0, 8123, pid=parent.pid)
+    args = {'environ': {'GPUOPS_TEST_MARK': '^%s$' % mark}, 'verify': {'expected_count': 4, 'timeout': 30},
+            '_ansible_check_mode': True}
+    outcome, result, dummy = run_module(gpu_reap, args)
+    assert outcome == 'exit' and result['changed'] and 'verify' not in result
+    assert alive(parent.pid) and alive(child)
+
+
 def test_the_module_never_selects_itself(run_module):
     outcome, result, dummy = run_module(gpu_reap, {'pids': [os.getpid(), os.getppid()], 'term_timeout': 0, 'kill_timeout': 0})
     assert outcome == 'exit' and not result['changed']
