@@ -180,9 +180,13 @@ options:
     type: float
     default: 600
   interval:
-    description: Seconds between two readings while waiting.
+    description:
+      - Seconds between two readings while waiting; what is waited for (no request in flight, the ready answer, the
+        probe's dump) is noticed at most this late.
+      - A reading is one HTTP request (C(/metrics) or C(/v1/loads), the ready path) or one directory listing, cheap
+        enough to repeat twice a second.
     type: float
-    default: 2
+    default: 0.5
   request_timeout:
     description: Seconds one HTTP request may take, cut to the time left of O(timeout).
     type: float
@@ -542,7 +546,7 @@ def main():
             environ=dict(type='dict', default={}),
             schedulers=dict(type='int', default=1),
             timeout=dict(type='float', default=600),
-            interval=dict(type='float', default=2),
+            interval=dict(type='float', default=0.5),
             request_timeout=dict(type='float', default=10),
             force=dict(type='bool', default=False),
             path=dict(type='str', default='/health_generate'),
