@@ -19,7 +19,7 @@ import pytest
 
 from gpusim.fleet import collections_path
 from gpusim.sandbox import Sandbox, VENV_PYTHON
-from gpusim.standin import Launch, make_model_dir
+from gpusim.standin import ContainerLaunch, Launch, make_model_dir
 from gpusim.tenants import SCRIPT, Tenant
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -386,16 +386,6 @@ def test_bad_input_fails_and_signals_nothing(sb, bystanders, collections, tmp_pa
 
 
 # -- a shared host: other tenants, containers, reused PIDs, bad selectors, no permission ---------
-
-class ContainerLaunch(Launch):
-    """The stand-in started in a container on the node (a nested PID namespace of its own)."""
-
-    def start(self):
-        with open(self.log_path, "ab") as log:
-            self.proc = self.sb.container(["setsid"] + self.argv, "sglang-%d" % self.port, env=self.env,
-                                          stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-        return self
-
 
 @pytest.fixture
 def sb8(tmp_path):

@@ -15,31 +15,16 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import threading
 import time
 
 import pytest
 
 from gpusim import standin
+from gpusim.fleet import Fleet, Request, SimNode
 from gpusim.tenants import Tenant
 
-try:
-    from gpusim.fleet import Fleet, Request, SimNode
-except ImportError:     # before the simulated fleet moved beside the other simulator parts
-    from roles_fleet import Fleet, Request, SimNode
-
 pytestmark = pytest.mark.slow
-
-
-class ContainerServer(standin.Launch):
-    """A second SGLang stand-in, run in a container on the node (its own PID namespace)."""
-
-    def start(self):
-        with open(self.log_path, "ab") as log:
-            self.proc = self.sb.container(["setsid"] + self.argv, "sglang-%d" % self.port, env=self.env,
-                                          stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-        return self
 
 
 @pytest.fixture
@@ -59,7 +44,7 @@ def tenants(node):
     sb = node.sandbox
     job = Tenant(sb, "train.py", ["--epochs", "3"], devices=["/dev/nvidia5", "/dev/nvidiactl", "/dev/nvidia-uvm"],
                  gpu=5, mib=20480)
-    boxed = ContainerServer(sb, node.model, args=["--tp-size", "2", "--base-gpu-id", "2"],
+    boxed = standin.ContainerLaunch(sb, node.model, args=["--tp-size", "2", "--base-gpu-id", "2"],
                             env=dict(node.server_env, PYTHONPATH=node.sglang))
     boxed.start().wait_ready()
     yield job, boxed

@@ -9,6 +9,8 @@
         srv.wait_ready()
         status, body = srv.get("/server_info")
         srv.signal("TERM")
+    with ContainerLaunch(sb, model, args=["--tp-size", "2", "--base-gpu-id", "2"]) as boxed:
+        boxed.wait_ready()                   # the same, in a container on the node
 """
 
 from __future__ import annotations
@@ -225,4 +227,15 @@ class Launch:
                 raise RuntimeError("server not ready (exit %s); log:\n%s" % (self.proc.poll(), self.log()[-4000:]))
             time.sleep(0.05)
         self.find_pid()
+        return self
+
+
+class ContainerLaunch(Launch):
+    """The stand-in started in a container on the node (a nested PID namespace of its own, see
+    Sandbox.container), in a session of its own inside it."""
+
+    def start(self) -> "ContainerLaunch":
+        with open(self.log_path, "ab") as log:
+            self.proc = self.sb.container(["setsid"] + self.argv, "sglang-%d" % self.port, env=self.env,
+                                          stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
         return self
