@@ -297,7 +297,7 @@ def test_the_unit_escapes_every_value_and_passes_systemd_analyze_verify(tmp_path
         "sglang_launch_exec_argv": [shutil.which("python3"), "-m", "sglang.launch_server", "--model-path",
                                     "/models/My Model", "--served-model-name", 'a "quoted" 100% $HOME \\ value',
                                     "--port", "30000"],
-        "sglang_launch_log": str(tmp_path / "log 100%.log"), "sglang_launch_stop_timeout": 60,
+        "sglang_launch_log": str(tmp_path / "log 100%.log"), "sglang_stop_term_timeout": 75,
     }
     unit = tmp_path / "sglang.service"
     template = os.path.join(ROLES, "sglang_launch", "templates", "sglang.service.j2")
@@ -314,6 +314,7 @@ def test_the_unit_escapes_every_value_and_passes_systemd_analyze_verify(tmp_path
     assert '"--served-model-name" "a \\"quoted\\" 100%% $$HOME \\\\ value"' in content
     assert "StandardOutput=append:%s/log 100%%%%.log" % tmp_path in content
     assert "KillMode=mixed" in content and "UMask=0077" in content
+    assert "TimeoutStopSec=75" in content  # the stop timeout of sglang_stop, one value for both supervisors
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
         pytest.skip("systemd-analyze is not installed")

@@ -90,7 +90,7 @@ class SimNode:
         "sglang_launch_ready_interval": 0.1,
         "sglang_stop_drain_interval": 1,
         "sglang_stop_term_timeout": 5,
-        "sglang_stop_kill_timeout": 5,
+        "gpu_clean_kill_timeout": 5,
         "gpu_clean_verify_timeout": 10,
         "gpu_clean_poll_interval": 0.1,
     }
@@ -106,7 +106,6 @@ class SimNode:
             "sglang_launch_port": self.port,
             "sglang_launch_supervisor": "process",
             "sglang_launch_state_dir": self.state_dir,
-            "sglang_stop_state_dir": self.state_dir,
             "sglang_launch_log_dir": self.log_dir,
             "sglang_launch_dump_root": self.dump_root,
             "sglang_launch_dump_min_free_gb": 0.01,
