@@ -9,7 +9,7 @@ from . import downtime, fleet, prefetch
 
 NAMES = {
     "hand_a": "hand procedure A", "hand_b": "hand procedure B",
-    "gpuops_adhoc": "gpu_reap + gpu_verify (ad hoc)", "stop_sglang": "playbooks/stop_sglang.yml",
+    "gpuops_adhoc": "gpu_reap with verify (ad hoc)", "stop_sglang": "playbooks/stop_sglang.yml",
 }
 
 
@@ -53,9 +53,9 @@ def _stop_goals(stop):
     adhoc, pb = methods.get("gpuops_adhoc"), methods.get("stop_sglang")
     if adhoc and adhoc["module_over_own_exit_s"]["median"] is not None:
         over, bound = adhoc["module_over_own_exit_s"]["median"], 0.1 + poll
-        rows.append(("time to clean, module path (gpu_reap + gpu_verify elapsed) over the server's own exit",
-                     "<= %.1f s (0.1 s + one %.1f s poll)" % (bound, poll),
-                     "%.2f s (modules %.2f s, own exit %.2f s)" % (
+        rows.append(("time to clean, module path (gpu_reap with verify, elapsed) over the server's own exit",
+                     "<= %.2f s (0.1 s + one %g s poll)" % (bound, poll),
+                     "%.2f s (module %.2f s, own exit %.2f s)" % (
                          over, adhoc["module_seconds"]["median"], adhoc["own_exit_s"]["median"]),
                      "yes" if over <= bound else "**no** (+%.2f s)" % (over - bound)))
     if pb and pb["over_own_exit_s"]["median"] is not None:
@@ -102,7 +102,7 @@ def _stop(stop):
            "ShutdownReq and each scheduler frees its GPU memory (about 1 s) before the tree exits. *SIGTERM at*: "
            "when the server's log showed the SIGTERM line, from the start; *own exit*: from that line until the NVML "
            "poller saw every GPU free, the physical limit of a polite stop; *over own exit*: time to clean less own "
-           "exit; *modules*: the `elapsed` gpu_reap and gpu_verify returned. Decoys on every node: an unrelated "
+           "exit; *module*: the `elapsed` that gpu_reap, which verifies the GPUs in the same call, returned. Decoys on every node: an unrelated "
            "`python3` job, `tail -f` of a log under `log/sglang/`, nvidia-persistenced and nv-hostengine (both hold "
            "/dev/nvidiactl). Hand procedure A kills the decoys and cuts SGLang's memory release: a reference, not a "
            "goal." % stop["watchdog_interval_s"], ""]
@@ -111,7 +111,7 @@ def _stop(stop):
                  "ignore_sigterm": "Highest TP rank ignores SIGTERM"}.get(variant, variant)
         out += ["### %s" % title, "",
                 "| Method | Time to clean (s) | min-max | vs A | SIGTERM at (s) | Own exit (s) | Over own exit (s) "
-                "| Modules (s) | Modules over own exit (s) | Node clean | Decoys killed |",
+                "| Module (s) | Module over own exit (s) | Node clean | Decoys killed |",
                 "|---|---|---|---|---|---|---|---|---|---|---|"]
         for m, row in methods.items():
             out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
@@ -215,12 +215,12 @@ def _explain_stop(stop, overhead):
         ts = [t for t in trials if t["method"] == "gpuops_adhoc" and t.get("own_exit_s") is not None]
         verify = sorted(t["verify_elapsed"] for t in ts if t.get("verify_elapsed") is not None)
         if over > 0.1 + poll and verify:
-            out.append("Module path: gpu_reap + gpu_verify took %.2f s over the server's own exit, %.2f s more than "
-                       "the %.1f s allowed. gpu_verify's share is a median %.2f s (its first NVML read comes after "
-                       "the server's tree is gone, so one read should do); the rest is gpu_reap: its scan before the "
-                       "SIGTERM, and the wait from the GPUs' release to the exit of the last process of the tree (the "
-                       "main process exits after its schedulers), which it notices at its next /proc poll." % (
-                           over, over - 0.1 - poll, 0.1 + poll, verify[len(verify) // 2]))
+            out.append("Module path: gpu_reap with verify took %.2f s over the server's own exit, %.2f s more than "
+                       "the %.2f s allowed. The wait for the GPUs' share is a median %.2f s (its first NVML read "
+                       "comes once the server's tree is gone, so one read should do); the rest is the stop: the "
+                       "scan before the SIGTERM, and the wait from the GPUs' release to the exit of the last process "
+                       "of the tree (the main process exits after its schedulers), which it notices at its next "
+                       "/proc poll." % (over, over - 0.1 - poll, 0.1 + poll, verify[len(verify) // 2]))
     pb = methods.get("stop_sglang")
     if pb and pb["over_own_exit_s"]["median"] is not None and pb["over_own_exit_s"]["median"] > 1.0:
         over = pb["over_own_exit_s"]["median"]
@@ -228,7 +228,7 @@ def _explain_stop(stop, overhead):
         text = ("stop_sglang.yml: %.2f s over the server's own exit, %.2f s more than the 1.0 s allowed. Before the "
                 "SIGTERM: %.2f s, of which ansible-playbook's start-up until its first task result %.2f s and %s "
                 "remote tasks (host lock, finding the server, the drain check, the stop); after the GPUs were free: "
-                "%.2f s for %s remote tasks (gpu_reap noticing the exit, gpu_verify, unlock) and the summary." % (
+                "%.2f s for %s remote tasks (gpu_reap noticing the exit and verifying the GPUs, unlock) and the summary." % (
                     over, over - 1.0, pb["sigterm_s"]["median"], pb["first_task_s"]["median"],
                     _s(pb["remote_tasks_before_sigterm"]["median"], "", 0), after,
                     _s(pb["remote_tasks_after_free"]["median"], "", 0)))
@@ -236,7 +236,7 @@ def _explain_stop(stop, overhead):
             text += " A remote task costs about %.2f s here (measurement 'module overhead')." % call
         text += (" The goal counts the playbook from its start, so its start-up and the tasks before the stop count "
                  "against 1.0 s: what would close most of it is one module call that finds, drains, signals, waits "
-                 "for the exit and verifies (sglang_server or gpu_reap with a verify step), run as the only remote "
+                 "for the exit and verifies, run as the only remote "
                  "task between the lock and the unlock; ansible-playbook's own start-up (%.2f s here) stays." % (
                      pb["first_task_s"]["median"]))
         out.append(text)

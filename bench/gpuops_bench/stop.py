@@ -17,17 +17,18 @@ HAND_A = ('pkill -f "sglang"; sleep 2; ps aux | grep python3 | grep -v grep | aw
           'sleep 1; fuser -k /dev/nvidia*; sleep 2; python %s --once\n' % os.path.join(AGENTS, "nvml_watch.py"))
 HAND_B = "pkill -9 -f sglang; sleep 3; pgrep -af sglang\n"
 
-# The ad-hoc pair uses the values the roles use (sglang_stop's call of gpu_clean, gpu_clean's defaults).
-REAP_ARGS = {"presets": ["sglang"], "kill_mode": "mixed", "term_timeout": 60, "kill_timeout": 10}
-VERIFY_ARGS = {"expected_count": 8, "timeout": 60, "poll_interval": 0.5}
+# The module path is the call the roles make (sglang_stop's call of gpu_clean): gpu_reap, which waits for the
+# GPUs in the same call (verify, at gpu_verify's default poll interval), with the node's GPU count.
+POLL_INTERVAL = 0.1
+VERIFY_ARGS = {"expected_count": 8, "timeout": 60}
+REAP_ARGS = {"presets": ["sglang"], "kill_mode": "mixed", "term_timeout": 60, "verify": VERIFY_ARGS}
 STOP_PLAYBOOK = os.path.join(REPO, "playbooks", "stop_sglang.yml")
 
 METHODS = {
     "hand_a": HAND_A.strip().replace("python %s --once" % os.path.join(AGENTS, "nvml_watch.py"),
                                      "nvidia-smi") + " (nvidia-smi = a pynvml read of every GPU)",
     "hand_b": HAND_B.strip(),
-    "gpuops_adhoc": "ansible node -m gpuops.host.gpu_reap -a '%s'; ansible node -m gpuops.host.gpu_verify -a '%s' "
-                    "(bench/ansible.cfg)" % (json.dumps(REAP_ARGS), json.dumps(VERIFY_ARGS)),
+    "gpuops_adhoc": "ansible node -m gpuops.host.gpu_reap -a '%s' (bench/ansible.cfg)" % json.dumps(REAP_ARGS),
     "stop_sglang": "ansible-playbook playbooks/stop_sglang.yml (bench/ansible.cfg, role defaults)",
 }
 VARIANTS = {
@@ -35,8 +36,8 @@ VARIANTS = {
     "ignore_sigterm": ("ignore_sigterm",),
 }
 DEFINITION = (
-    "seconds from the start of the procedure until every GPU is verified at zero. gpuops: until gpu_verify "
-    "(alone, or inside stop_sglang.yml) has returned clean, i.e. the end of the command. Hand procedures: the "
+    "seconds from the start of the procedure until every GPU is verified at zero. gpuops: until gpu_reap's "
+    "verification (ad hoc, or inside stop_sglang.yml) has returned clean, i.e. the end of the command. Hand procedures: the "
     "later of the procedure's end and the moment an independent NVML poller inside the node (every 10 ms: no "
     "process listed and v2 used <= 32 MiB on all 8 GPUs) first saw all GPUs at baseline; none when it never did.")
 
@@ -57,15 +58,14 @@ def _trial(method, variant, workdir, ansible, watchdog):
             verified = True
         elif method == "gpuops_adhoc":
             reap_wall, reap = ansible.adhoc(inventory, "gpu_reap", REAP_ARGS)
-            verify_wall, check = ansible.adhoc(inventory, "gpu_verify", VERIFY_ARGS)
             end = time.monotonic()
-            status, result = check["node"]
-            verified = status == "SUCCESS" and result.get("clean") is True
-            detail["module_seconds"] = round(reap["node"][1].get("elapsed", 0) + result.get("elapsed", 0), 3)
-            detail.update(reap_status=reap["node"][0], reap_elapsed=reap["node"][1].get("elapsed"),
-                          verify_elapsed=result.get("elapsed"), reap_wall=round(reap_wall, 3),
-                          verify_wall=round(verify_wall, 3),
-                          signals=sorted(set(s for t in reap["node"][1].get("stopped", []) for s in t["signals"])))
+            status, result = reap["node"]
+            check = result.get("verify") or {}
+            verified = status == "SUCCESS" and check.get("clean") is True
+            detail["module_seconds"] = result.get("elapsed")
+            detail.update(reap_status=status, reap_elapsed=result.get("elapsed"), verify_elapsed=check.get("elapsed"),
+                          verify_polls=check.get("polls"), reap_wall=round(reap_wall, 3),
+                          signals=sorted(set(s for t in result.get("stopped", []) for s in t["signals"])))
         else:
             timeline = os.path.join(workdir, "timeline.jsonl")
             if os.path.exists(timeline):      # a work directory of an earlier bench run
@@ -122,7 +122,7 @@ def run(rounds, watchdog=5.0, methods=None):
                     variant, method, r + 1, t["seconds"], t["node_clean"], ",".join(t["decoys_killed"]) or "none"))
                 trials.append(t)
     report = {"definition": DEFINITION, "watchdog_interval_s": watchdog, "rounds": rounds,
-              "poll_interval_s": VERIFY_ARGS["poll_interval"],
+              "poll_interval_s": POLL_INTERVAL,
               "methods": dict((m, METHODS[m]) for m in methods), "variants": {}}
     for variant in VARIANTS:
         rows = {}

@@ -176,7 +176,8 @@ def wait_titled(sb, count, timeout=60):
 
 
 def test_tp4_server_drains_on_sigterm_alone(sb, bystanders, reap, model):
-    args = {"patterns": SGLANG, "term_timeout": 60}
+    # as the roles call it: the wait for clean GPUs in the same call
+    args = {"patterns": SGLANG, "term_timeout": 60, "verify": {"expected_count": 4, "timeout": 60}}
     with Launch(sb, model, args=["--tp-size", "4"]) as srv:
         srv.wait_ready()
         launcher = srv.find_pid()
@@ -187,6 +188,7 @@ def test_tp4_server_drains_on_sigterm_alone(sb, bystanders, reap, model):
         assert not failed and result["changed"]
         assert sorted(p["pid"] for p in result["would_stop"]) == tree
         assert tree_pids(srv) == tree, "check mode must signal nothing"
+        assert "verify" not in result, "check mode must not wait for the GPUs"
 
         failed, result = reap(args)
         assert not failed and result["changed"], result
@@ -197,6 +199,8 @@ def test_tp4_server_drains_on_sigterm_alone(sb, bystanders, reap, model):
         assert result["remaining"] == []
         protected = dict((p["pid"], p["reason"]) for p in result["protected"])
         assert launcher not in protected
+        # the module returned once every GPU read clean, after the whole tree was gone
+        assert result["verify"]["clean"] is True and result["verify"]["count"] == 4, result["verify"]
         srv.wait_exit(30)
 
         procs = sb.procs()
@@ -207,6 +211,7 @@ def test_tp4_server_drains_on_sigterm_alone(sb, bystanders, reap, model):
         assert not failed and not result["changed"] and result["would_stop"] == []
         failed, result = reap(args)
         assert not failed and not result["changed"] and result["stopped"] == []
+        assert result["verify"]["clean"] is True and result["verify"]["polls"] == 1
         assert "Draining requests and shutting down" in srv.log()
 
 
@@ -450,6 +455,17 @@ def test_other_tenants_survive_the_default_stop_and_are_named(sb8, reap8, model,
         assert set(boxed_tree) <= set(p["pid"] for p in procs if p["state"] != "Z")
         assert boxed.get("/health")[0] == 200
         assert srv.tree(procs) == []
+
+        # the stopped server's GPUs read clean; the wait over every GPU names what the others hold
+        failed, result = reap8(dict(args, verify={"gpus": ["0", "1"], "expected_count": 8, "timeout": 5}))
+        assert not failed and not result["changed"] and result["verify"]["clean"] is True, result
+        failed, result = reap8(dict(args, verify={"expected_count": 8, "timeout": 0.5}))
+        assert failed and not result["changed"]
+        assert result["verify"]["dirty"] == [sb.node.gpu_uuids[i] for i in (2, 3, 5)], result["verify"]
+        assert result["msg"].startswith("3 of 8 checked GPUs not clean after "), result["msg"]
+        assert "GPU 5 %s: 20480 MiB used by pid %d (user root: %s" % (
+            sb.node.gpu_uuids[5], job.pid, job.command) in result["msg"], result["msg"]
+        assert job.alive() and boxed.get("/health")[0] == 200
     job.close()
     monitor["t"].close()
 
