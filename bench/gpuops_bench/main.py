@@ -91,7 +91,7 @@ def main(argv=None):
                           fleet.run(args.fleet_rounds or max(1, rounds // 3), sizes=args.fleet_sizes,
                                     settings=args.fleet_settings)),
         "downtime": lambda: downtime.run(rounds if not args.quick else 1, weights_mib=args.weights_mib,
-                                        variants=args.downtime_variants),
+                                         variants=args.downtime_variants),
         "prefetch": lambda: prefetch.run(rounds if not args.quick else 1, weights_mib=args.weights_mib),
     }
     errors = results.setdefault("errors", {})
