@@ -53,6 +53,9 @@ def main(argv=None):
     parser.add_argument("--downtime-variants", type=lambda v: [s.strip() for s in v.split(",") if s.strip()],
                         default=None, help="variants of the downtime measurement (default: all of %s)"
                         % ", ".join(downtime.VARIANTS))
+    parser.add_argument("--stop-methods", type=lambda v: [s.strip() for s in v.split(",") if s.strip()],
+                        default=None, help="methods of the time-to-clean measurement (default: all of %s)"
+                        % ", ".join(stop.METHODS))
     parser.add_argument("--processes", type=int, default=2000, help="extra processes in the scan measurement")
     parser.add_argument("--report", action="store_true",
                         help="measure nothing: rewrite latest.md from latest.json (after a change to the report)")
@@ -66,6 +69,8 @@ def main(argv=None):
 
     if set(args.downtime_variants or ()) - set(downtime.VARIANTS):
         parser.error("--downtime-variants: choose from %s" % ", ".join(downtime.VARIANTS))
+    if set(args.stop_methods or ()) - set(stop.METHODS):
+        parser.error("--stop-methods: choose from %s" % ", ".join(stop.METHODS))
 
     latest = os.path.join(args.out, "latest.json")
     results = {}
@@ -83,7 +88,7 @@ def main(argv=None):
                        "python": platform.python_version(), "commit": _commit(), "rounds": rounds,
                        "quick": args.quick}
     runs = {
-        "stop": lambda: stop.run(rounds, watchdog=args.watchdog),
+        "stop": lambda: stop.run(rounds, watchdog=args.watchdog, methods=args.stop_methods),
         "detect": lambda: detect.run(max(rounds, 3) if not args.quick else 1),
         "scan": lambda: scancost.run(max(rounds, 3) if not args.quick else 1, processes=args.processes),
         "overhead": lambda: overhead.run(max(rounds, 3) if not args.quick else 1),

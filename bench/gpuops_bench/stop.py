@@ -61,7 +61,7 @@ def _trial(method, variant, workdir, ansible, watchdog):
             end = time.monotonic()
             status, result = reap["node"]
             check = result.get("verify") or {}
-            verified = status == "SUCCESS" and check.get("clean") is True
+            verified = status in ("SUCCESS", "CHANGED") and check.get("clean") is True
             detail["module_seconds"] = result.get("elapsed")
             detail.update(reap_status=status, reap_elapsed=result.get("elapsed"), verify_elapsed=check.get("elapsed"),
                           verify_polls=check.get("polls"), reap_wall=round(reap_wall, 3),
