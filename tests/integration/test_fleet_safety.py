@@ -290,6 +290,21 @@ def test_a_unit_injection_payload_is_refused_before_anything_is_written(node, fl
     assert node.main_pids() == [pid] and healthy(node.url)
 
 
+def test_the_launch_writes_the_stop_timeout_of_sglang_stop_into_its_unit(node, fleet, tmp_path):
+    serving(node)
+    unit_dir = tmp_path / "units"
+    unit_dir.mkdir()
+
+    # No systemd runs here, so the unit is written and its start fails: the launch stops there.
+    run = fleet.playbook("restart_serving.yml", "-e", json.dumps({
+        "sglang_launch_supervisor": "systemd", "sglang_launch_unit_dir": str(unit_dir),
+        "sglang_stop_term_timeout": 7}))
+
+    assert run.rc != 0
+    unit = (unit_dir / "sglang.service").read_text()
+    assert "TimeoutStopSec=7\n" in unit, unit
+
+
 def test_the_unit_escapes_every_value_and_passes_systemd_analyze_verify(tmp_path, fleet):
     values = {
         "sglang_launch_mode": "extraction", "sglang_launch_marker": "extraction-20260101T000000Z",
