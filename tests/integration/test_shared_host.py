@@ -45,7 +45,7 @@ def tenants(node):
     job = Tenant(sb, "train.py", ["--epochs", "3"], devices=["/dev/nvidia5", "/dev/nvidiactl", "/dev/nvidia-uvm"],
                  gpu=5, mib=20480)
     boxed = standin.ContainerLaunch(sb, node.model, args=["--tp-size", "2", "--base-gpu-id", "2"],
-                            env=dict(node.server_env, PYTHONPATH=node.sglang))
+                                    env=dict(node.server_env, PYTHONPATH=node.sglang))
     boxed.start().wait_ready()
     yield job, boxed
     job.close()
