@@ -157,7 +157,7 @@ def test_restart_prefetches_the_model_before_the_old_server_is_stopped(tmp_path)
                       sglang_launch_server_args={"tp_size": 2})
         run = fleet.playbook("restart_serving.yml", "-v")
         assert run.rc == 0, run.output
-        prefetched = run.output.index("TASK [gpuops.host.sglang_launch : Read the model's files, MiB/s at most")
+        prefetched = run.output.index("TASK [gpuops.host.sglang_launch : Read the model's files]")
         stopped = run.output.index("TASK [gpuops.host.sglang_stop : ")
         assert prefetched < stopped, run.output
         read = [int(n) for n in re.findall(r'"bytes_read": (\d+)', run.output)]
