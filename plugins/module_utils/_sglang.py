@@ -107,7 +107,7 @@ def _rendered(p):
 
 def _write(files, deps):
     """Write each argument file (mode 0600, atomically) whose content differs; the paths written (in check
-    mode, that would be written). A missing parent directory is created with mode 0750."""
+    mode, that would be written). A missing parent directory is created with mode 0700: the files hold secrets."""
     written = []
     for path in sorted(files):
         try:
@@ -121,7 +121,7 @@ def _write(files, deps):
             continue
         parent = os.path.dirname(path) or '.'
         if not os.path.isdir(parent):
-            os.makedirs(parent, 0o750)
+            os.makedirs(parent, 0o700)
         fd, tmp = _mkstemp(parent)
         try:
             with os.fdopen(fd, 'w') as f:

@@ -125,13 +125,14 @@ options:
     default: false
   config_path:
     description:
-      - The C(--config) file with every argument, for O(config_file); written by V(check_args), mode 0600. Its
-        name must end in C(.yaml).
+      - The C(--config) file with every argument, for O(config_file); written by V(check_args), mode 0600 (a
+        missing directory is created, mode 0700). Its name must end in C(.yaml).
     type: path
   secrets_path:
     description:
       - The C(--config) file with the secret arguments (without O(config_file)); written by V(check_args), mode
-        0600. Its name must end in C(.yaml). Without it the secret arguments are left off the command line.
+        0600 (a missing directory is created, mode 0700), with the content the parser checked. Its name must end
+        in C(.yaml). Without it the secret arguments are left off the command line.
     type: path
   record_path:
     description:

@@ -21,7 +21,7 @@ from ansible_collections.gpuops.host.plugins.modules import sglang_server
 # A small SGLang: its version and a parser with the options used here (the unit tests of
 # _sglang_args play both releases' parsers in full).
 SERVER_ARGS = textwrap.dedent('''
-    import argparse, dataclasses
+    import argparse, dataclasses, os
 
     @dataclasses.dataclass
     class ServerArgs:
@@ -50,7 +50,11 @@ SERVER_ARGS = textwrap.dedent('''
             import yaml
             i = argv.index("--config")
             with open(argv[i + 1]) as f:
-                extra = [x for k, v in yaml.safe_load(f).items() for x in ("--" + k, str(v))]
+                text = f.read()
+            if os.environ.get("SEEN_CONFIG"):  # what the last parse read, for the tests
+                with open(os.environ["SEEN_CONFIG"], "w") as f:
+                    f.write(text)
+            extra = [x for k, v in yaml.safe_load(text).items() for x in ("--" + k, str(v))]
             argv = extra + argv[:i] + argv[i + 2:]
         raw = parser.parse_args(argv)
         return ServerArgs(**vars(raw))
@@ -93,6 +97,20 @@ def test_check_args_keeps_the_api_key_off_every_command_line_and_out_of_the_resu
     # the same again writes nothing
     outcome, result, dummy = run_module(sglang_server, args)
     assert outcome == 'exit' and not result['changed'] and result['written'] == []
+
+
+def test_the_secrets_file_holds_what_the_parser_checked_in_a_directory_of_its_own(run_module, base, tmp_path):
+    secrets = str(tmp_path / 'runs' / 'serving-1' / 'secret-args.yaml')
+    seen = str(tmp_path / 'seen.yaml')
+    args = dict(base, action='check_args', secrets_path=secrets, environment={'SEEN_CONFIG': seen},
+                server_args={'model_path': '/m', 'tp_size': 2, 'api_key': 'k-123456'})
+    outcome, result, dummy = run_module(sglang_server, args)
+    assert outcome == 'exit', result
+    assert result['written'] == [secrets] and result['argv'][-2:] == ['--config', secrets]
+    with open(secrets) as f, open(seen) as g:
+        assert f.read() == g.read() == 'api-key: "k-123456"\n'
+    assert stat.S_IMODE(os.stat(secrets).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(os.path.dirname(secrets)).st_mode) == 0o700
 
 
 def test_check_args_refuses_with_sglangs_message_and_writes_nothing(run_module, base):
