@@ -212,6 +212,12 @@ def test_secret_names_and_values():
     assert sargs.secret_values(args, ['custom']) == ['c-999999', 'hf_abcdef', 'k-123456']
 
 
+def test_redactor_masks_a_secret_of_4_characters_and_none_shorter():
+    # SPT_NOENV=1 is among the values of the environment: masking '1' would garble every number
+    redact = sargs.Redactor(['abcd', '1', 'xy', ''])
+    assert redact('key abcd on GPU 1 of 12, abcde') == 'key ******** on GPU 1 of 12, ********e'
+
+
 def test_redactor_masks_values_flags_and_logged_server_args():
     redact = sargs.Redactor(['hf_abcdef'])
     line = "server_args=ServerArgs(model_path='/m', api_key='k-123456', admin_api_key=None) HF_TOKEN=hf_abcdef"

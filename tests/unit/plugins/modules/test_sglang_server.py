@@ -16,6 +16,9 @@ import threading
 
 import pytest
 
+from ansible.module_utils.basic import AnsibleModule, remove_values
+from ansible.module_utils.testing import patch_module_args
+
 from ansible_collections.gpuops.host.plugins.modules import sglang_server
 
 # A small SGLang: its version and a parser with the options used here (the unit tests of
@@ -74,6 +77,24 @@ def sglang(tmp_path):
 @pytest.fixture
 def base(sglang, tmp_path):
     return {'python': sys.executable, 'pythonpath': [sglang], 'secrets_path': str(tmp_path / 'secret-args.yaml')}
+
+
+def test_results_mask_secrets_of_4_characters_and_keep_shorter_values(monkeypatch, base):
+    """What Ansible returns: the result with the module's no_log values removed (AnsibleModule._return_formatted)."""
+    returned = {}
+
+    def exit_json(self, **result):
+        returned.update(remove_values(result, self.no_log_values))
+        raise SystemExit(0)
+
+    monkeypatch.setattr(AnsibleModule, 'exit_json', exit_json)
+    # '1' is a no_log value (secrets); the token's value is masked because of its variable's name
+    args = dict(base, action='render', secrets=['1'], environment={'SPT_NOENV': '1', 'HF_TOKEN': 'wxyz'},
+                server_args={'model_path': '/models/m1', 'tp_size': 1, 'served_model_name': 'wxyz'})
+    with patch_module_args(args), pytest.raises(SystemExit):
+        sglang_server.main()
+    assert returned['argv'][3:6] == ['--model-path', '/models/m1', '--served-model-name']
+    assert returned['argv'][7:] == ['--tp-size', '1'] and 'wxyz' not in json.dumps(returned)
 
 
 def test_release(run_module, base):
