@@ -72,13 +72,28 @@ $(COLLECTION_LINK):
 # --- tests -----------------------------------------------------------------
 
 .PHONY: test test-begin sanity units lint yamllint ansible-lint changelog-lint simtest integration
-TEST_STAGES := sanity units lint docs-lint galaxy-import ee simtest integration gpucheck molecule
-test: test-begin deps $(TEST_STAGES)  ## Run every test stage (logs and times in build/logs)
-	@$(STAGE) --summary
-	@echo "make test: every stage passed"
+# Two lanes run side by side: the stages in containers (the node image, the molecule
+# scenarios: mostly waiting on podman and the servers' timers) and, one after another, all the
+# others. The container lane writes its stage lines to build/logs/container-lane.out, printed
+# once both lanes are done. Each lane stops at its first failing stage; make test fails when
+# either did.
+TEST_STAGES := sanity units lint docs-lint galaxy-import ee simtest integration gpucheck
+CONTAINER_STAGES := molecule
+test: test-begin deps venv sim $(COLLECTION_LINK)  ## Run every test stage (logs and times in build/logs)
+	@status=0; \
+	STAGE_QUIET=1 $(MAKE) --no-print-directory $(CONTAINER_STAGES) >$(LOGS)/container-lane.out 2>&1 & lane=$$!; \
+	echo "== container lane ($(CONTAINER_STAGES)) runs beside the others: $(LOGS)/container-lane.out"; \
+	$(MAKE) --no-print-directory $(TEST_STAGES) || status=1; \
+	wait $$lane || status=1; \
+	echo "== container lane:"; sed 's/^/   /' $(LOGS)/container-lane.out; \
+	$(STAGE) --summary; \
+	if [ $$status -ne 0 ]; then echo "make test: a stage failed (logs in $(LOGS))"; exit 1; fi; \
+	echo "make test: every stage passed"
 
 test-begin:
+	@mkdir -p $(LOGS)
 	@rm -f $(LOGS)/times.tsv
+	@date +%s >$(LOGS)/started
 
 sanity: collection  ## ansible-test sanity, every test
 	@$(STAGE) sanity env -C $(COLL) $(ANSIBLE_TEST) sanity --venv --python $(TEST_PYTHON) --color no
@@ -100,11 +115,19 @@ changelog-lint: venv $(COLLECTION_LINK)
 	  bad=$$(find changelogs/fragments -type f ! -regex ".*/[a-z0-9][a-z0-9-]*\.yml" 2>/dev/null); \
 	  if [ -n "$$bad" ]; then echo "fragment names must be lowercase-hyphen .yml: $$bad"; exit 1; fi'
 
-simtest: venv sim  ## Tests of the simulated GPU node itself
-	@$(STAGE) simtest $(BIN)/pytest tests/sim
+# The tests wait far more than they compute (the servers' timers, readiness polls), so
+# PYTEST_WORKERS pytest-xdist workers run them side by side, even on 2 cores.
+PYTEST_WORKERS ?= 3
 
+# Every test here has fixtures of its own: each is handed to the first free worker. The node
+# image's test runs in the molecule stage, which builds the image.
+simtest: venv sim  ## Tests of the simulated GPU node itself
+	@$(STAGE) simtest $(BIN)/pytest -n $(PYTEST_WORKERS) tests/sim --ignore=tests/sim/test_image.py
+
+# --dist loadscope: a module's tests run on one worker, in order, so that a module-scoped
+# simulated node (and its server) is set up once, as without xdist.
 integration: venv sim $(COLLECTION_LINK)  ## Modules, roles and playbooks against sandboxed simulated nodes
-	@$(STAGE) integration $(BIN)/pytest tests/integration
+	@$(STAGE) integration $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadscope tests/integration
 
 # --- the ecosystem's own checks --------------------------------------------
 
