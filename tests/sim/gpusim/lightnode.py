@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import os
-import signal
 import sys
 import threading
 import time
@@ -108,7 +107,6 @@ def launch_server(server_args) -> None:
     """entrypoints/http_server.py launch_server of the stand-in, with threads for processes."""
     from sglang.srt import contract
     from sglang.srt.entrypoints import http_server
-    from sglang.srt.utils import env_float
 
     logger = http_server.logger
     server_args.resolve()
@@ -135,34 +133,7 @@ def launch_server(server_args) -> None:
         raise SystemExit(1)
 
     tm = http_server.TokenizerManager(server_args, req_writer, out_reader, ready[0])
-    try:
-        httpd = http_server.Server((server_args.host, server_args.port), tm,
-                                   accelerator=http_server._accelerator_name())  # pylint: disable=protected-access
-    except OSError as e:
-        logger.error("ERROR:    [Errno %s] error while attempting to bind on address %r: %s",
-                     e.errno, (server_args.host, server_args.port), (e.strerror or str(e)).lower())
-        raise SystemExit(1)
-
-    def sigterm_handler(signum, frame):
-        if not tm.handlers_installed:  # no request yet: SIGTERM keeps its default action
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
-            return
-        logger.warning("SIGTERM received. signum=%d frame=%r. Draining requests and shutting down...",
-                       signum, frame)
-        tm.gracefully_exit = True
-
-    signal.signal(signal.SIGTERM, sigterm_handler)
-    interval = env_float("GPUSIM_SGLANG_WATCHDOG_INTERVAL", float(spec["watchdog_wake_s"]))
-    threading.Thread(target=http_server._sigterm_watchdog, name="sigterm-watchdog",  # pylint: disable=protected-access
-                     daemon=True, args=(tm, shutdown, interval, 0.0)).start()
-    threading.Thread(target=http_server._wait_and_warmup, name="warmup",  # pylint: disable=protected-access
-                     daemon=True, args=(server_args, tm)).start()
-    logger.info("INFO:     Started server process [%d]", os.getpid())
-    logger.info("INFO:     Waiting for application startup.")
-    logger.info("INFO:     Application startup complete.")
-    logger.info("INFO:     Uvicorn running on http://%s:%d (Press CTRL+C to quit)", server_args.host, server_args.port)
-    httpd.serve_forever()
+    http_server.serve(server_args, tm, shutdown)
 
 
 def run_server(argv: list) -> None:

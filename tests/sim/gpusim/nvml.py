@@ -230,8 +230,10 @@ class Node:
 
     def free(self, gpu_index: int, pid: int = None) -> None:
         """Drop what PID (default: this process) holds on GPU_INDEX."""
-        pid = outer_pid(pid)
-        prefix = "%d-%d-" % (gpu_index, pid)
+        self._drop_allocations("%d-%d-" % (gpu_index, outer_pid(pid)))
+
+    def _drop_allocations(self, prefix: str) -> None:
+        """Remove the allocations, live or of dead holders, whose key starts with PREFIX (GPU-PID-START)."""
         for sub in ("alloc", "gone"):
             for name in os.listdir(self._path(sub)):
                 if name.startswith(prefix):
@@ -334,11 +336,7 @@ class Node:
     def reset_gpu(self, gpu_index: int) -> None:
         """As a GPU reset: clears ghost memory, the lost state and every allocation of the GPU."""
         self._check_gpu(gpu_index)
-        prefix = "%d-" % gpu_index
-        for sub in ("alloc", "gone"):
-            for name in os.listdir(self._path(sub)):
-                if name.startswith(prefix):
-                    _remove(self._path(sub, name))
+        self._drop_allocations("%d-" % gpu_index)
         _remove(self._path("ghost", str(gpu_index)))
         _remove(self._path("lost", str(gpu_index)))
 

@@ -587,6 +587,13 @@ def launch_server(server_args: ServerArgs) -> None:
     tm = TokenizerManager(server_args, req_writer, out_reader, scheduler_info)
     if "defunct" in fault_set:
         ctx.Process(target=_exit_at_once).start()
+    serve(server_args, tm, shutdown, fault_set)
+
+
+def serve(server_args: ServerArgs, tm: TokenizerManager, shutdown, fault_set=frozenset()) -> None:
+    """The end of launch_server, once the schedulers are ready: bind the HTTP server, install the
+    tokenizer manager's SIGTERM handler, start the shutdown watchdog and the warm-up, and serve until
+    the watchdog ends the process. SHUTDOWN is what the watchdog sets to release the schedulers."""
     try:
         httpd = Server((server_args.host, server_args.port), tm, accelerator=_accelerator_name())
     except OSError as e:
