@@ -39,6 +39,18 @@ def healthy(url: str) -> bool:
         return False
 
 
+def status(url: str, api_key: str = None):
+    """The HTTP status of a GET of URL, with API_KEY as the bearer token; None when nothing answers."""
+    request = urllib.request.Request(url, headers={"Authorization": "Bearer " + api_key} if api_key else {})
+    try:
+        with _OPENER.open(request, timeout=10) as res:
+            return res.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return None
+
+
 def serving(node: SimNode) -> int:
     """The PID of the node's server, starting one by hand when none is ready."""
     pids = node.main_pids()
@@ -245,12 +257,15 @@ def test_a_token_and_an_api_key_reach_no_command_line_output_or_readable_file(no
     sampler.start()
     try:
         ok = fleet.playbook("restart_serving.yml", "-v", "-e", good)
+        # the server read its API key from the --config file: /server_info wants it
+        answers = [status(node.url + "/server_info"), status(node.url + "/server_info", api_key)]
         failed = fleet.playbook("restart_serving.yml", "-v", "--diff", "-e", bad)
     finally:
         sampler.done.set()
         sampler.join(30)
 
     assert ok.rc == 0, ok.output
+    assert answers == [401, 200]
     assert failed.rc != 0 and "wrong GPUs" in text(failed), failed.output
     assert sampler.samples > 20 and sampler.hits == [], sampler.hits[:5]
     for run in (ok, failed):
