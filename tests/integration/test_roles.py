@@ -206,6 +206,32 @@ def test_drain_refuses_while_requests_run_unless_forced(node, fleet):
     assert node.main_pids() == [] and node.used_mib() == [0, 0, 0, 0]
 
 
+def test_a_run_name_whose_attempt_ended_at_the_drain_can_be_tried_again(node, fleet):
+    pid = serving(node)
+    request = Request(node.url, max_new_tokens=40000)  # about 200 s of decoding: longer than the preflight
+    request.start()
+    time.sleep(0.5)
+    named = ("-e", "sglang_launch_run_name=retry-run")
+
+    refused = fleet.playbook("restart_extraction.yml", *named, "-e", "sglang_stop_drain_timeout=2")
+
+    assert refused.rc != 0
+    assert "1 request(s) still in flight on the SGLang server %d" % pid in " ".join(refused.output.split()), \
+        refused.output
+    assert_untouched(node, pid)
+    run_dir = os.path.join(node.dump_root, "retry-run")
+    assert os.listdir(run_dir) == [], "made before the stop, and left empty"
+
+    again = fleet.playbook("restart_extraction.yml", *named, "-e", "sglang_stop_drain_timeout=1",
+                           "-e", "sglang_stop_force=true")
+
+    assert again.rc == 0, again.output
+    request.join(60)
+    record = node.record()
+    assert record["dump_dir"] == run_dir and node.main_pids() == [record["pid"]] != [pid]
+    assert any(name.endswith(".pt") for name in os.listdir(run_dir))
+
+
 def test_crash_during_load_fails_fast_with_the_log_tail(node, fleet):
     serving(node)
     env = dict(node.server_env, GPUSIM_SGLANG_FAULTS="crash_on_load")
