@@ -21,10 +21,7 @@ import urllib.request
 
 import pytest
 
-try:
-    from gpusim.fleet import ANSIBLE, ROLES, Fleet, SimNode
-except ImportError:  # before the simulated fleet moved beside the other simulator parts
-    from roles_fleet import ANSIBLE, ROLES, Fleet, SimNode
+from gpusim.fleet import ANSIBLE, ROLES, Fleet, SimNode
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox needs root")]
 
