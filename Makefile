@@ -122,12 +122,15 @@ PYTEST_WORKERS ?= 3
 # Every test here has fixtures of its own: each is handed to the first free worker. The node
 # image's test runs in the molecule stage, which builds the image.
 simtest: venv sim  ## Tests of the simulated GPU node itself
-	@$(STAGE) simtest $(BIN)/pytest -n $(PYTEST_WORKERS) tests/sim --ignore=tests/sim/test_image.py
+	@$(STAGE) simtest $(BIN)/pytest -n $(PYTEST_WORKERS) --durations=10 tests/sim --ignore=tests/sim/test_image.py
 
 # --dist loadscope: a module's tests run on one worker, in order, so that a module-scoped
-# simulated node (and its server) is set up once, as without xdist.
+# simulated node (and its server) is set up once, as without xdist. --no-loadscope-reorder:
+# the modules start in file order, not by their number of tests, so test_fleet_safety, the
+# longest (one node through 11 slow tests), starts first instead of last.
 integration: venv sim $(COLLECTION_LINK)  ## Modules, roles and playbooks against sandboxed simulated nodes
-	@$(STAGE) integration $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadscope tests/integration
+	@$(STAGE) integration $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder \
+	  --durations=25 tests/integration
 
 # --- the ecosystem's own checks --------------------------------------------
 

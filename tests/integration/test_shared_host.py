@@ -74,7 +74,9 @@ def test_default_stop_leaves_every_other_tenant_running_and_names_it(node, fleet
     server_tree = [p["pid"] for p in server.tree()]
     boxed_tree = [p["pid"] for p in boxed.tree()]
     boxed_main = boxed.find_pid()
-    request = Request(node.url, max_new_tokens=1500)
+    # about 30 s of decoding: still in flight when the playbook reaches the drain, which took
+    # more than the 7 s of 1500 tokens on a loaded machine (the monitor then started too late)
+    request = Request(node.url, max_new_tokens=6000)
     request.start()
     time.sleep(0.5)
     found = {}
