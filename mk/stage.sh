@@ -3,7 +3,9 @@
 #
 #   mk/stage.sh LOGDIR NAME COMMAND [ARG...]     run COMMAND, tee its output into LOGDIR/NAME.log,
 #                                                add "NAME SECONDS STATUS" to LOGDIR/times.tsv;
-#                                                on failure print the log's last lines and exit 1
+#                                                on failure copy the log to LOGDIR/failed/, where
+#                                                the next run of the stage cannot overwrite it,
+#                                                print its last lines and exit 1
 #   mk/stage.sh LOGDIR --summary                 print the time of every stage recorded so far, their
 #                                                sum and, where LOGDIR/started holds the time make
 #                                                test began (stages overlap there), the wall time
@@ -23,7 +25,7 @@ times=$logdir/times.tsv
 if [ "${1:-}" = --summary ]; then
     [ -s "$times" ] || exit 0
     echo "time per stage (logs in $logdir):"
-    awk -F'\t' '{ printf "  %-14s %6d s  %s\n", $1, $2, $3; total += $2 } END { printf "  %-14s %6d s\n", "sum", total }' "$times"
+    awk -F'\t' '{ printf "  %-14s %6d s  %s%s\n", $1, $2, $3, ($4 == "" ? "" : "  " $4); total += $2 } END { printf "  %-14s %6d s\n", "sum", total }' "$times"
     if [ -s "$logdir/started" ]; then
         printf '  %-14s %6d s\n' "wall" $(( $(date +%s) - $(cat "$logdir/started") ))
     fi
@@ -48,7 +50,9 @@ if [ "$status" -eq 0 ]; then
     echo "== stage $name passed in $seconds s"
     exit 0
 fi
-printf '%s\t%d\tFAILED (exit %d)\n' "$name" "$seconds" "$status" >>"$times"
-echo "== stage $name FAILED (exit $status) after $seconds s; its last 60 lines (all of it in $log):"
+kept=$logdir/failed/$name-$(date -u +%Y%m%dT%H%M%SZ).log
+mkdir -p "$logdir/failed" && cp "$log" "$kept"
+printf '%s\t%d\tFAILED (exit %d)\t%s\n' "$name" "$seconds" "$status" "$kept" >>"$times"
+echo "== stage $name FAILED (exit $status) after $seconds s; its last 60 lines (all of it in $kept):"
 tail -n 60 "$log" | sed 's/^/   | /'
 exit 1
