@@ -87,11 +87,12 @@ class Selection:
         self.nvml_listing = list(nvml_listing or [])
         self.protected = {}     # pid -> entry with reason: matched or reached, never signalled
         self.elsewhere = {}     # pid -> entry with reason: in another PID namespace or container
-        self.zombies = {}
+        self.zombies = {}       # pid -> entry of the first sighting, with the parent that left it
         self.nvml_unmapped = []
         self.denied = set()     # PIDs whose environ or open files could not be read
         self._nvml = None       # {pid: (start time, reasons)} once the NVML listing is resolved
         self._pid_starts = None  # {pid: start time} of the processes ``pids`` named at the first scan
+        self._zombie_starts = {}  # {pid: start time} of the zombies in ``zombies``
 
     # -- why a process is spared --
 
@@ -122,10 +123,15 @@ class Selection:
                 self.elsewhere[proc.pid] = dict(describe(proc, reasons), reason=where)
                 return True
         if proc.zombie:
-            parent = table.get(proc.ppid)
-            self.zombies[proc.pid] = dict(
-                describe(proc), parent_name=parent.name if parent else None,
-                parent_cmdline=parent.command if parent else None)
+            # Later scans see it again while its parent exits: first with the parent's command
+            # line already gone, then re-parented to init until init collects it. The first
+            # sighting names the parent that left it uncollected.
+            if self._zombie_starts.get(proc.pid) != proc.start:
+                self._zombie_starts[proc.pid] = proc.start
+                parent = table.get(proc.ppid)
+                self.zombies[proc.pid] = dict(
+                    describe(proc), parent_name=parent.name if parent else None,
+                    parent_cmdline=parent.command if parent else None)
             return True
         return False
 

@@ -31,7 +31,8 @@ class World:
     (exit and SIGKILL its own descendants then, as an SGLang server does), ``('spawn', pid)``
     (fork a new child at once, then exit a second later), or ``'ignore'``. SIGKILL ends a
     process at once unless it is in state D. An exited process becomes a zombie while its
-    parent lives, else it disappears.
+    parent lives, else it disappears. A pending ``'unmap'`` empties a command line, as an
+    exiting process shows it before its exit.
     """
 
     def __init__(self):
@@ -50,6 +51,7 @@ class World:
         self.denied = set()     # PIDs whose environ and fds cannot be read
         self.eperm = set()      # PIDs that refuse signals with EPERM
         self.mounted_with = None
+        self.init_reaps = True  # False: init leaves its zombies (loaded, or a PID 1 that never reaps)
         self.add(1, 0, ['/sbin/init'], comm='systemd', exe='/usr/lib/systemd/systemd')
         self.add(2, 0, [], comm='kthreadd', flags=0x00200000)
         self.add(899, 1, ['/bin/sh', '-c', 'python3 AnsiballZ_gpu_reap.py && sleep 0'], comm='sh', exe='/bin/sh')
@@ -96,6 +98,10 @@ class World:
     def _act(self, pid, action):
         if pid not in self.table or self.table[pid].zombie:
             return
+        if action == 'unmap':
+            # exiting: /proc/PID/cmdline reads empty once the memory is released, before the exit
+            self.table[pid].cmdline = []
+            return
         if action == 'drain':
             for child in self.descendants(pid):
                 self._exit(child)
@@ -120,7 +126,7 @@ class World:
         else:
             del self.table[pid]
         # init reaps its zombies at once
-        for zpid in [p for p, z in self.table.items() if z.zombie and z.ppid == 1]:
+        for zpid in [p for p, z in self.table.items() if z.zombie and z.ppid == 1 and self.init_reaps]:
             del self.table[zpid]
 
     # -- the ProcFS interface --
@@ -405,6 +411,31 @@ def test_zombies_are_reported_with_their_parent_not_targeted():
                                   'parent_cmdline': 'python3 -m sglang.launch_server --tp-size 2'}]
     assert 102 not in stopped(result)
     assert result['remaining'] == []
+
+
+@pytest.mark.parametrize('later', ['parent exiting', 'in init'])
+def test_a_zombie_is_reported_with_the_parent_that_left_it(later):
+    # Scans while the launcher stops see its zombie child again: first while the launcher
+    # exits, its command line already unreadable (the main thread gone, other threads not yet)
+    # and the child still its own; then, the launcher gone, re-parented to an init that has not
+    # collected it yet, found as an orphan of the session beside a child that lingers. The
+    # report names the launcher, which left it uncollected, either way.
+    w = World()
+    w.init_reaps = later != 'in init'
+    w.add(100, 1, ['python3', '-m', 'sglang.launch_server', '--tp-size', '1'], on_term=('exit', 2.0))
+    w.add(101, 100, ['sglang::detokenizer'], comm='sglang::detoke', sid=100, on_term='ignore')
+    w.add(102, 100, [], comm='python3', state='Z', sid=100)
+    if later == 'parent exiting':
+        w.pending.append((1.0, 100, 'unmap'))
+    r = reaper(w, presets=['sglang'], term_timeout=30)
+    r.run()
+    result = r.result()
+    assert (102 in w.table) is (later == 'in init')
+    assert result['zombies'] == [{'pid': 102, 'ppid': 100, 'pgid': 100, 'sid': 100, 'name': 'python3',
+                                  'cmdline': '[python3]', 'parent_name': 'python3',
+                                  'parent_cmdline': 'python3 -m sglang.launch_server --tp-size 1'}]
+    assert stopped(result) == [100, 101] and result['remaining'] == []
+    assert w.signals_to(101) == ['SIGKILL'] and w.signals_to(102) == []
 
 
 def test_nvml_pids_are_checked_against_this_namespace():
