@@ -395,7 +395,10 @@ would_stop:
       cmdline: python -m sglang.launch_server --model-path /models/qwen --tp-size 4
       matched_by: ['pattern ^\S*python[0-9.]*\s+(-\S+\s+)*-m\s+sglang\.launch_server(\s|$)']
 zombies:
-  description: Selected processes, or children of selected processes, that had exited already but were not yet collected by their parent.
+  description:
+    - Selected processes, or children of selected processes, that had exited already but were not yet collected by their parent.
+    - Each as first found, with the parent that left it uncollected, even where that parent exited during the run and the
+      zombie passed to init.
   returned: always
   type: list
   elements: dict

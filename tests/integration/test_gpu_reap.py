@@ -274,8 +274,9 @@ def test_defunct_children_are_reported_not_failed(sb, bystanders, reap, model):
         failed, result = reap({"patterns": SGLANG, "term_timeout": 30})
         assert not failed, result["msg"]
         zombies = dict((z["pid"], z) for z in result["zombies"])
-        assert zombies[zombie]["ppid"] == launcher
-        assert "sglang.launch_server" in zombies[zombie]["parent_cmdline"]
+        # as first found, although the launcher exits during the run and the zombie passes to init
+        assert zombies[zombie]["ppid"] == launcher, result["zombies"]
+        assert "sglang.launch_server" in zombies[zombie]["parent_cmdline"], result["zombies"]
         assert zombie not in [s["pid"] for s in result["stopped"]]
         assert result["remaining"] == []
         procs = sb.procs()
