@@ -14,10 +14,10 @@ import subprocess
 import time
 import traceback
 
-from . import chart, detect, downtime, fleet, overhead, prefetch, report, scancost, stop
+from . import asyncstop, chart, detect, downtime, fleet, overhead, prefetch, report, scancost, stop
 from .common import BENCH, REPO, log
 
-MEASUREMENTS = ("downtime", "stop", "fleet", "prefetch", "detect", "scan", "overhead")
+MEASUREMENTS = ("downtime", "stop", "fleet", "prefetch", "detect", "scan", "overhead", "async")
 
 
 def _commit():
@@ -48,6 +48,8 @@ def main(argv=None):
     parser.add_argument("--fleet-settings", type=lambda v: [s.strip() for s in v.split(",") if s.strip()],
                         default=None, help="Ansible settings compared in the fleet measurement (default: all of %s)"
                         % ", ".join(fleet.SETTINGS))
+    parser.add_argument("--async-rounds", type=int, default=2,
+                        help="rounds of the async stop measurement (default 2; 16 light nodes, forks 4 and 16)")
     parser.add_argument("--weights-mib", type=int, default=1024,
                         help="size of the model's weight files in the downtime and prefetch measurements")
     parser.add_argument("--downtime-variants", type=lambda v: [s.strip() for s in v.split(",") if s.strip()],
@@ -83,10 +85,13 @@ def main(argv=None):
         results["notes"] = notes(results)
         results["meta"]["conditions"] = conditions(results)
         return write(results, args.out)
-    results["meta"] = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                       "host": "%s %s" % (platform.system(), platform.release()), "cpus": os.cpu_count(),
-                       "python": platform.python_version(), "commit": _commit(), "rounds": rounds,
-                       "quick": args.quick}
+    meta = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "host": "%s %s" % (platform.system(), platform.release()), "cpus": os.cpu_count(),
+            "python": platform.python_version(), "commit": _commit(), "rounds": rounds, "quick": args.quick}
+    # A partial run (--only) keeps the header of the run that measured the rest; each measurement's own date,
+    # load and commit are in its "run" record.
+    if "meta" not in results or set(only) == set(MEASUREMENTS):
+        results["meta"] = meta
     runs = {
         "stop": lambda: stop.run(rounds, watchdog=args.watchdog, methods=args.stop_methods),
         "detect": lambda: detect.run(max(rounds, 3) if not args.quick else 1),
@@ -98,6 +103,8 @@ def main(argv=None):
         "downtime": lambda: downtime.run(rounds if not args.quick else 1, weights_mib=args.weights_mib,
                                          variants=args.downtime_variants),
         "prefetch": lambda: prefetch.run(rounds if not args.quick else 1, weights_mib=args.weights_mib),
+        "async": lambda: (asyncstop.run(1, nodes=4, forks=(2, 4)) if args.quick else
+                          asyncstop.run(max(1, args.async_rounds))),
     }
     errors = results.setdefault("errors", {})
     started = time.monotonic()
@@ -111,7 +118,7 @@ def main(argv=None):
             results[name] = runs[name]()
             results[name]["run"] = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                                     "seconds": round(time.monotonic() - began), "load_before": list(load),
-                                    "load_after": list(os.getloadavg()), "commit": results["meta"]["commit"]}
+                                    "load_after": list(os.getloadavg()), "commit": meta["commit"]}
         except Exception as e:  # one failed measurement must not lose the others
             log("%s failed:\n%s" % (name, traceback.format_exc()))
             results.pop(name, None)
@@ -132,8 +139,10 @@ def conditions(results):
             parts.append("%s at %s, carried over from an earlier run (commit %s), not measured again" % (
                 name, run["date"], run["carried_from"]))
         elif run:
-            parts.append("%s ended %s (%d s; load average %.1f before, %.1f after)" % (
-                name, run["date"], run["seconds"], run["load_before"][0], run["load_after"][0]))
+            parts.append("%s ended %s (%d s; load average %.1f before, %.1f after%s)" % (
+                name, run["date"], run["seconds"], run["load_before"][0], run["load_after"][0],
+                "" if run.get("commit") in (None, results.get("meta", {}).get("commit"))
+                else "; commit %s" % run["commit"]))
     text = "%s, on %d CPUs." % ("; ".join(parts), os.cpu_count()) if parts else ""
     if results.get("meta", {}).get("overlap"):
         text += " " + results["meta"]["overlap"]
@@ -162,5 +171,6 @@ def notes(results):
     """Explanations that the figures alone do not give."""
     out = ["Measurement %s failed: %s" % (k, v) for k, v in sorted(results.get("errors", {}).items())]
     out += results.get("fleet", {}).get("notes", [])
+    out += [line for line in [asyncstop.conclusion(results["async"])] if line] if results.get("async") else []
     out += report.explain(results)
     return out

@@ -7,15 +7,17 @@ a model with weight files, and ansible-playbook runs with the timeline callback.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import resource
+import signal
 import subprocess
 import time
 
 import yaml
 
-from .common import RECOMMENDED_CFG, REPO, WORK, log
+from .common import RECOMMENDED_CFG, REPO, VENV_PYTHON, WORK, log
 from .timeline import callback_env
 
 from gpusim import lightnode, standin  # noqa: E402  (tests/sim is on sys.path through .common)
@@ -81,11 +83,16 @@ class BenchFleet(Fleet):
             yaml.safe_dump({"all": {"children": {"gpu_nodes": {"hosts": hosts}}}}, f)
 
     def _cpu_wrapper(self, node):
+        """The node's interpreter for Ansible. Called from inside the node (an async job's wrapper runs the
+        module with this interpreter there), it runs the Python directly, uncounted: neither the controller's
+        process tree nor the node wrapper's `times` sees a detached job."""
         path = os.path.join(node.workdir, "python-timed")
         with open(path, "w") as f:
             f.write('#!/bin/bash\n# The node\'s Python, with its CPU time (user and system, children included)\n'
-                    '# appended to %s by bash\'s times builtin.\n"%s" "$@"\nrc=$?\ntimes >> "%s"\nexit $rc\n'
-                    % (self.cpu_log, node.sandbox.python, self.cpu_log))
+                    '# appended to %s by bash\'s times builtin.\n'
+                    'if [ "$(readlink /proc/$$/ns/pid)" = "%s" ]; then exec "%s" "$@"; fi   # already inside\n'
+                    '"%s" "$@"\nrc=$?\ntimes >> "%s"\nexit $rc\n'
+                    % (self.cpu_log, node.sandbox.pid_namespace, VENV_PYTHON, node.sandbox.python, self.cpu_log))
         os.chmod(path, 0o755)
         return path
 
@@ -119,7 +126,8 @@ class BenchFleet(Fleet):
         start = time.monotonic()
         output = os.path.join(self.workdir, "%s-output.log" % tag)
         with open(output, "w") as out:
-            proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=self.workdir)
+            proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=self.workdir,
+                                    preexec_fn=_end_with_parent)
             main_cpu = 0.0
             while proc.poll() is None and time.monotonic() - start < timeout:
                 main_cpu = own_cpu(proc.pid) or main_cpu
@@ -137,6 +145,12 @@ class BenchFleet(Fleet):
             log("%s: rc %d\n%s" % (playbook, proc.returncode, text[-3000:]))
         return {"rc": proc.returncode, "start": start, "wall": wall, "cpu": cpu, "node_cpu": node_cpu,
                 "controller_cpu": cpu - node_cpu, "main_cpu": main_cpu, "output": text, "timeline": timeline}
+
+
+def _end_with_parent():
+    """SIGTERM to ansible-playbook when the bench dies: the nodes' sandboxes die with the bench, and a playbook
+    left running would wait on them (an async_status loop until its retries run out)."""
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)      # PR_SET_PDEATHSIG
 
 
 def own_cpu(pid):
