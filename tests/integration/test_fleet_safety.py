@@ -121,6 +121,35 @@ def test_opt_in_rollback_relaunches_the_previous_configuration_and_reports_both(
     assert node.main_pids() == [record["pid"]] and healthy(node.url)
 
 
+def test_a_rollback_starts_the_previous_launch_with_its_own_config_file(node, fleet):
+    serving(node)
+    good = fleet.playbook("restart_serving.yml", "-e", json.dumps({
+        "sglang_launch_config_file": True, "sglang_launch_server_args": {"tp_size": 2, "mem_fraction_static": 0.8}}))
+    assert good.rc == 0, good.output
+    previous = node.record()
+    with open(previous["argv"][-1]) as f:
+        previous_file = f.read()
+
+    run = fleet.playbook("restart_serving.yml", "-e", json.dumps({
+        "sglang_launch_config_file": True, "sglang_launch_server_args": {"tp_size": 2, "mem_fraction_static": 0.7},
+        "sglang_launch_gpus": [2, 3], "sglang_launch_rollback": True}))
+
+    assert run.rc != 0
+    assert "The previous configuration (%s) was relaunched and passed its checks" % previous["marker"] in text(run), \
+        run.output
+    record = node.record()
+    assert record["marker"] == previous["marker"] and record["argv"] == previous["argv"]
+    with _OPENER.open(node.url + "/server_info", timeout=10) as res:
+        assert json.load(res)["mem_fraction_static"] == 0.8, "the rollback started the failed launch's arguments"
+    with open(previous["argv"][-1]) as f:
+        assert f.read() == previous_file
+    with open(os.path.join(node.state_dir, "runs.jsonl")) as f:
+        failed = json.loads(f.readlines()[-1])
+    assert failed["status"] == "failed" and failed["marker"] != previous["marker"]
+    assert not os.path.exists(os.path.join(node.state_dir, "runs", failed["marker"])), \
+        "the failed launch's secret files are left behind"
+
+
 # -- preflight against the node --
 
 @pytest.mark.parametrize("case", ["too many GPUs", "run name with a slash"])

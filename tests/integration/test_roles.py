@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 import urllib.request
 
@@ -117,7 +118,9 @@ def test_restart_to_tuning_reports_the_requested_values(node, fleet):
     assert run.rc == 0, run.output
     record = node.record()
     assert record["mode"] == "tuning" and node.main_pids() == [record["pid"]] != [old]
-    assert record["argv"][-2:] == ["--config", os.path.join(node.state_dir, "server-args.yaml")]
+    assert record["argv"][-2:] == ["--config", os.path.join(record["run_dir"], "server-args.yaml")]
+    assert record["run_dir"] == os.path.join(node.state_dir, "runs", record["marker"])
+    assert stat.S_IMODE(os.stat(record["argv"][-1]).st_mode) == 0o600
     status, info = http_get(node.url + "/server_info")
     assert status == 200
     assert info["mem_fraction_static"] == 0.92 and info["cuda_graph_max_bs_decode"] == 160
