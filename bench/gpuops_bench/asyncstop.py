@@ -18,7 +18,7 @@ from . import stop
 from .common import BENCH, WORK, log, ratio, summary
 from .fleet import _start_all
 from .nodes import SIGTERM_LINE, BenchFleet, BenchNode
-from .timeline import LogTail
+from .timeline import LogTail, Tasks
 
 PLAYBOOKS = {"sync": os.path.join(BENCH, "playbooks", "stop_sync.yml"),
              "async": os.path.join(BENCH, "playbooks", "stop_async.yml")}
@@ -26,14 +26,16 @@ POLL_DELAY = 1          # async_status's `delay`, seconds between two polls of a
 DEFINITION = (
     "{nodes} light nodes (gpusim.lightnode at SGLang 0.5.23's shutdown pace: 5 s watchdog wake-up, ~1 s release; "
     "the server started by hand before each run), each a sandbox of its own; one ansible-playbook run "
-    "(bench/ansible.cfg, forks overridden) stops every node with gpu_reap and the time-to-clean measurement's arguments "
-    "(`{args}`): *sync* = bench/playbooks/stop_sync.yml, one plain task per node, which holds a fork until its "
-    "node is clean; *async* = bench/playbooks/stop_async.yml, the same task with `async` and `poll: 0`, then an "
+    "(bench/ansible.cfg, forks overridden) stops every node with gpu_reap and the time-to-clean measurement's "
+    "arguments (`{args}`): *sync* = bench/playbooks/stop_sync.yml, one plain task per node, which holds a fork until "
+    "its node is clean; *async* = bench/playbooks/stop_async.yml, the same task with `async` and `poll: 0`, then an "
     "`async_status` loop (`until: finished`, delay {delay} s), whose polls count as controller work. Wall time of "
     "ansible-playbook; controller CPU = CPU seconds of the ansible-playbook process tree less the nodes' Python "
     "interpreters (as in the fleet measurement; an async job runs detached inside its node, so its own CPU is in "
     "neither); *last SIGTERM at* = when the last node's server logged its SIGTERM, from the start of the run; "
-    "*polls* = async_status calls per node. Alternating, {rounds} rounds.")
+    "*first task* = the play's first task: the stop itself (sync) or the start of the background job (async), "
+    "median seconds per node from its start on a fork to its result, and when the last node's result came; "
+    "*polls* = async_status calls per node. Forks {forks}, alternating, {rounds} rounds.")
 
 
 def _exited(node, timeout=60):
@@ -53,6 +55,21 @@ def _restart(nodes):
     _start_all(nodes)
 
 
+def _first_task(timeline, start):
+    """(median seconds per node of the play's first task, seconds from START until its last node's result):
+    the stop itself in stop_sync.yml, the start of the background job in stop_async.yml."""
+    records = Tasks(timeline).records
+    first = records[0]["task"] if records else None
+    began, ended = {}, {}
+    for r in records:
+        if r["task"] == first:
+            (began if r["ev"] == "start" else ended)[r["host"]] = r["t"]
+    spans = [ended[h] - began[h] for h in ended if h in began]
+    if not spans:
+        return None, None
+    return round(summary(spans)["median"], 3), round(max(ended.values()) - start, 3)
+
+
 def _trial(fleet, nodes, mode, forks, tag):
     async_dir = os.path.join(fleet.workdir, "async-jobs")
     shutil.rmtree(async_dir, ignore_errors=True)
@@ -62,20 +79,21 @@ def _trial(fleet, nodes, mode, forks, tag):
         result = fleet.run(PLAYBOOKS[mode], extra, tag=tag, timeout=900)
     sigterms = [tail.first(SIGTERM_LINE, after=result["start"], path=n.hand_log())[0] for n in nodes]
     exited = [_exited(n) for n in nodes]
+    per_node, first_done = _first_task(result["timeline"], result["start"])
     retries = len(re.findall(r"^FAILED - RETRYING: ", result["output"], re.M))
     row = {"mode": mode, "forks": forks, "rc": result["rc"], "wall": round(result["wall"], 3),
            "controller_cpu": round(result["controller_cpu"], 3), "main_cpu": round(result["main_cpu"], 3),
            "node_cpu": round(result["node_cpu"], 3),
            "last_sigterm_s": None if None in sigterms else round(max(sigterms) - result["start"], 3),
            "first_sigterm_s": None if None in sigterms else round(min(sigterms) - result["start"], 3),
-           "servers_exited": sum(exited),
+           "servers_exited": sum(exited), "first_task_per_node_s": per_node, "first_task_done_s": first_done,
            "polls": (len(nodes) + retries) if mode == "async" else 0}
     if result["rc"] != 0 or not all(exited) or None in sigterms:
         row["output_tail"] = result["output"][-3000:]
     return row
 
 
-def run(rounds=2, nodes=16, forks=(4, 16)):
+def run(rounds=2, nodes=16, forks=(2, 4, 16)):
     variants = [(f, m) for f in forks for m in ("sync", "async")]
     samples = []
     with contextlib.ExitStack() as stack:      # every sandbox is closed, whatever happens
@@ -108,6 +126,8 @@ def run(rounds=2, nodes=16, forks=(4, 16)):
                      "node_cpu_per_node_s": summary([s["node_cpu"] / nodes for s in ok]),
                      "first_sigterm_s": summary([s["first_sigterm_s"] for s in ok]),
                      "last_sigterm_s": summary([s["last_sigterm_s"] for s in ok]),
+                     "first_task_per_node_s": summary([s["first_task_per_node_s"] for s in ok]),
+                     "first_task_done_s": summary([s["first_task_done_s"] for s in ok]),
                      "polls_per_node": summary([s["polls"] / nodes for s in ok]) if mode == "async" else None})
     by = dict(((r["forks"], r["mode"]), r) for r in rows)
     for f in forks:
@@ -115,7 +135,7 @@ def run(rounds=2, nodes=16, forks=(4, 16)):
         a["wall_vs_sync"] = ratio(a["wall_s"]["median"], s["wall_s"]["median"])
         a["cpu_vs_sync"] = ratio(a["controller_cpu_s"]["median"], s["controller_cpu_s"]["median"])
     return {"definition": DEFINITION.format(nodes=nodes, args=json.dumps(stop.REAP_ARGS), delay=POLL_DELAY,
-                                            rounds=rounds),
+                                            forks=", ".join(str(f) for f in forks), rounds=rounds),
             "nodes": nodes, "forks": list(forks), "poll_delay_s": POLL_DELAY, "rows": rows, "samples": samples}
 
 
@@ -148,18 +168,22 @@ def conclusion(result):
 def markdown(result):
     out = ["## Async stop: gpu_reap with async and async_status against the plain task", "",
            result["definition"], "",
-           "| Forks | Stop | Wall (s) | min-max | vs sync | Controller CPU (s) | per node (s) | vs sync "
-           "| of it main process (s) | Nodes' Python CPU per node (s) | First / last SIGTERM at (s) | Polls per node "
-           "| Runs |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| Forks | Stop | Wall (s) | min-max | vs sync | Controller CPU per node (s) | vs sync "
+           "| of it main process, all nodes (s) | Nodes' Python CPU per node (s) | First task per node (s) "
+           "| First task done at (s) | Last SIGTERM at (s) | Polls per node | Runs |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["rows"]:
-        out.append("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s | %s |" % (
+        sync = r["mode"] == "sync"
+        out.append("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             r["forks"], r["mode"], _cell(r["wall_s"]), _range(r["wall_s"]),
-            "%.2f" % r["wall_vs_sync"] if r.get("wall_vs_sync") else "1.00" if r["mode"] == "sync" else "n/a",
-            _cell(r["controller_cpu_s"]), _cell(r["controller_cpu_per_node_s"], 2),
-            "%.2f" % r["cpu_vs_sync"] if r.get("cpu_vs_sync") else "1.00" if r["mode"] == "sync" else "n/a",
-            _cell(r["main_cpu_s"]), _cell(r["node_cpu_per_node_s"], 2), _cell(r["first_sigterm_s"]),
-            _cell(r["last_sigterm_s"]), _cell(r["polls_per_node"]) if r["polls_per_node"] else "-", r["runs"]))
+            "1.00" if sync else "%.2f" % r["wall_vs_sync"] if r.get("wall_vs_sync") else "n/a",
+            _cell(r["controller_cpu_per_node_s"], 2),
+            "1.00" if sync else "%.2f" % r["cpu_vs_sync"] if r.get("cpu_vs_sync") else "n/a",
+            _cell(r["main_cpu_s"]), _cell(r["node_cpu_per_node_s"], 2), _cell(r.get("first_task_per_node_s"), 2),
+            _cell(r.get("first_task_done_s")), _cell(r["last_sigterm_s"]),
+            "-" if sync else _cell(r["polls_per_node"]), r["runs"]))
     line = conclusion(result)
     if line:
-        out += ["", line[len("Async stop: "):][0].upper() + line[len("Async stop: ") + 1:]]
+        text = line[len("Async stop: "):]
+        out += ["", text[0].upper() + text[1:]]
     return out

@@ -49,7 +49,10 @@ def main(argv=None):
                         default=None, help="Ansible settings compared in the fleet measurement (default: all of %s)"
                         % ", ".join(fleet.SETTINGS))
     parser.add_argument("--async-rounds", type=int, default=2,
-                        help="rounds of the async stop measurement (default 2; 16 light nodes, forks 4 and 16)")
+                        help="rounds of the async stop measurement (default 2)")
+    parser.add_argument("--async-nodes", type=int, default=16, help="light nodes of the async stop measurement")
+    parser.add_argument("--async-forks", type=lambda v: tuple(int(n) for n in v.split(",")), default=(2, 4, 16),
+                        help="forks compared in the async stop measurement (default 2,4,16)")
     parser.add_argument("--weights-mib", type=int, default=1024,
                         help="size of the model's weight files in the downtime and prefetch measurements")
     parser.add_argument("--downtime-variants", type=lambda v: [s.strip() for s in v.split(",") if s.strip()],
@@ -104,7 +107,8 @@ def main(argv=None):
                                          variants=args.downtime_variants),
         "prefetch": lambda: prefetch.run(rounds if not args.quick else 1, weights_mib=args.weights_mib),
         "async": lambda: (asyncstop.run(1, nodes=4, forks=(2, 4)) if args.quick else
-                          asyncstop.run(max(1, args.async_rounds))),
+                          asyncstop.run(max(1, args.async_rounds), nodes=args.async_nodes,
+                                        forks=args.async_forks)),
     }
     errors = results.setdefault("errors", {})
     started = time.monotonic()
