@@ -241,8 +241,22 @@ def find(p, deps):
     servers, apart = sprocs.find_servers(deps.procfs, table, patterns, record, p['default_url'], redact,
                                          deps.self_pids, elsewhere)
     recorded = [s for s in servers if s['recorded']]
-    return {'servers': servers, 'elsewhere': apart, 'record': record,
-            'recorded': recorded[0] if recorded else None}
+    found = {'servers': servers, 'elsewhere': apart, 'record': record, 'recorded': recorded[0] if recorded else None}
+    if p.get('drain'):
+        found['drains'] = _drain_each(servers, p, deps, found)
+    return found
+
+
+def _drain_each(servers, p, deps, found):
+    """Drain each server found, one after the other, as action drain does; stop at the first that fails."""
+    drains = []
+    for server in servers:
+        try:
+            result = drain(dict(p, url=server['url'], pid=server['pid']), deps)
+        except ActionFailed as e:
+            raise ActionFailed(e.msg, dict(found, drains=drains + [dict(e.result, pid=server['pid'], url=server['url'])]))
+        drains.append(dict(result, pid=server['pid'], url=server['url']))
+    return drains
 
 
 def check_environ(p, deps):

@@ -16,7 +16,8 @@ description:
   - V(find) lists the SGLang servers running now - their main processes, found by the run marker of the
     record O(record_path), by O(presets) and by O(patterns) - with the URL each answers on and its tree (its
     descendants and, for a server that leads its own session, every process of that session, orphans
-    re-parented to PID 1 included).
+    re-parented to PID 1 included). With O(drain) it then drains each of them, one after the other, as
+    V(drain) does, in the same call (RV(drains)).
   - V(release) reads the version of the SGLang that O(python) imports.
   - V(render) turns O(server_args) into the server's command line and the NVML indices of the GPUs it will
     occupy. Secret arguments never go onto the command line, which every user of the host can read - with
@@ -150,6 +151,13 @@ options:
     type: list
     elements: str
     default: []
+  drain:
+    description:
+      - For V(find), drain each server found, as V(drain) does at its URL, with O(timeout), O(interval),
+        O(request_timeout), O(force) and O(api_key); the first server that fails its drain fails the action and
+        is left running, with the ones after it undrained. One call saves a round trip before a stop.
+    type: bool
+    default: false
   default_url:
     description: For V(find), the URL of a server whose command line names no C(--port) (it may use C(--config)).
     type: str
@@ -176,7 +184,7 @@ options:
     default: 1
   timeout:
     description:
-      - Seconds the whole action may wait - the drain (V(drain)), the wait for readiness (V(ready)), or the probe
+      - Seconds the whole action may wait - the drain (V(drain); for V(find) with O(drain), each server's), the wait for readiness (V(ready)), or the probe
         request and its dump (V(probe)).
     type: float
     default: 600
@@ -194,7 +202,7 @@ options:
     default: 10
   force:
     description:
-      - For V(drain), when requests are still in flight after O(timeout), abort them and succeed with a warning and
+      - For V(drain) and V(find) with O(drain), when requests are still in flight after O(timeout), abort them and succeed with a warning and
         RV(lost), instead of failing.
     type: bool
     default: false
@@ -263,6 +271,14 @@ EXAMPLES = r"""
     url: "{{ item.url }}"
     timeout: 600
   loop: "{{ found.servers }}"
+
+- name: Find the servers and drain each of them, in one call
+  gpuops.host.sglang_server:
+    action: find
+    record_path: /var/lib/gpuops/sglang/server.json
+    drain: true
+    timeout: 600
+  register: found
 
 - name: Wait for readiness, quoting the log if the server dies while loading
   gpuops.host.sglang_server:
@@ -409,6 +425,14 @@ expected_info:
   returned: action is check_args
   type: dict
   sample: {cuda_graph_max_bs_decode: 160, mem_fraction_static: 0.92}
+drains:
+  description:
+    - V(find) with O(drain) - the drain of each server, in the order of RV(servers), each with the keys that
+      V(drain) returns (RV(drained), RV(in_flight), RV(lost), ...) and the server's C(pid) and C(url).
+  returned: action is find and drain is true
+  type: list
+  elements: dict
+  sample: [{pid: 4200, url: "http://127.0.0.1:30000", drained: true, in_flight: 0, lost: 0, source: loads}]
 drained:
   description: V(drain) - whether no request was in flight at the end (or nothing listened).
   returned: action is drain
@@ -543,6 +567,7 @@ def main():
             patterns=dict(type='list', elements='str', default=[]),
             default_url=dict(type='str', default='http://127.0.0.1:30000'),
             other_namespaces=dict(type='bool', default=False),
+            drain=dict(type='bool', default=False),
             pid=dict(type='int'),
             environ=dict(type='dict', default={}),
             schedulers=dict(type='int', default=1),

@@ -7,11 +7,16 @@ SPT_NOENV=1, an untitled resource_tracker, an orphaned scheduler re-parented to 
 
 from __future__ import annotations
 
+import http.server
+import json
+import threading
+
 import pytest
 
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang_procs as sprocs
 from ansible_collections.gpuops.host.plugins.module_utils._procs import ProcFS
 from ansible_collections.gpuops.host.plugins.module_utils._reap_options import PRESETS
+from ansible_collections.gpuops.host.plugins.module_utils._sglang import ActionFailed, Deps, perform
 from ansible_collections.gpuops.host.plugins.module_utils._sglang_args import Redactor
 
 
@@ -154,3 +159,64 @@ def test_servers_in_another_namespace_are_listed_apart(tree, tmp_path):
     servers, apart = find(tree, elsewhere=lambda pid: 'in another PID namespace (pid:[1])' if pid == 700 else None)
     assert [s['pid'] for s in servers] == [100]
     assert [(a['pid'], a['reason']) for a in apart] == [(700, 'in another PID namespace (pid:[1])')]
+
+
+# -- find with drain: one call finds the servers and drains each -------------------------------
+
+class Loads(http.server.BaseHTTPRequestHandler):
+    """/v1/loads (srt/entrypoints/v1_loads.py) with .server.running requests on DP rank 0; no /metrics."""
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        status, body = (200, {'loads': [{'dp_rank': 0, 'num_running_reqs': self.server.running,
+                                         'num_waiting_reqs': 0}]}) if self.path == '/v1/loads' else (404, {})
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header('Content-Length', str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def two_servers(tmp_path):
+    """Two servers started by hand in /proc, each answering /v1/loads on its own port: idle, then busy."""
+    httpds = []
+    proc(tmp_path, 1, ['/sbin/init'], env={})
+    for pid, running in ((100, 0), (200, 1)):
+        httpd = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Loads)
+        httpd.running = running
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        httpds.append(httpd)
+        proc(tmp_path, pid, ['python3', '-m', 'sglang.launch_server', '--model-path', '/m',
+                             '--port', str(httpd.server_address[1])], env={}, sid=pid)
+    yield ProcFS(str(tmp_path)), httpds
+    for httpd in httpds:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def find_and_drain(procfs, **p):
+    params = dict({'action': 'find', 'drain': True, 'presets': ['sglang'], 'default_url': 'http://127.0.0.1:30000',
+                   'timeout': 0.6, 'interval': 0.1, 'request_timeout': 5, 'force': False}, **p)
+    return perform(params, Deps(procfs, run=None))
+
+
+def test_find_with_drain_drains_each_server_and_stops_at_the_first_still_busy(two_servers):
+    procfs, (idle, busy) = two_servers
+
+    with pytest.raises(ActionFailed) as e:
+        find_and_drain(procfs)
+
+    assert e.value.msg.startswith('1 request(s) still in flight on the SGLang server 200 (http://127.0.0.1:%d) '
+                                  'after waiting 0.6 s' % busy.server_address[1])
+    assert [s['pid'] for s in e.value.result['servers']] == [100, 200]
+    assert [(d['pid'], d['drained'], d['in_flight']) for d in e.value.result['drains']] == [(100, True, 0), (200, False, 1)]
+
+    busy.running = 0
+    found = find_and_drain(procfs)
+
+    assert [(d['pid'], d['url'], d['drained']) for d in found['drains']] == \
+        [(100, 'http://127.0.0.1:%d' % idle.server_address[1], True), (200, 'http://127.0.0.1:%d' % busy.server_address[1], True)]
+    assert 'drains' not in find_and_drain(procfs, drain=False)
