@@ -22,6 +22,7 @@ import urllib.request
 import pytest
 
 from gpusim.fleet import ANSIBLE, ROLES, Fleet, SimNode
+from gpusim.tenants import Tenant
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox needs root")]
 
@@ -63,7 +64,11 @@ def text(run) -> str:
 
 
 def summary(run) -> str:
-    return run.output[run.output.rindex("summary of the run"):]
+    return summary_of(run.output)
+
+
+def summary_of(output: str) -> str:
+    return output[output.rindex("summary of the run"):]
 
 
 @pytest.fixture(scope="module")
@@ -98,6 +103,39 @@ def test_a_launch_that_fails_its_checks_is_recorded_as_failed_and_never_passes_o
     assert again.rc != 0, again.output
     assert "unchanged" not in summary(again)
     assert node.record()["status"] == "failed" and node.record()["marker"] != record["marker"]
+
+
+def test_a_failed_launch_whose_stop_fails_too_still_says_what_the_node_runs(node, fleet):
+    old = serving(node)
+    # The new server comes up on GPUs 0 and 1 and fails its check; while it loads, another tenant takes GPU 3, so
+    # the stop of the failed server cannot verify the GPUs clean.
+    run = fleet.popen("restart_serving.yml", "-e", json.dumps({"sglang_launch_gpus": [2, 3], "sglang_launch_rollback": True,
+                                                               "gpu_clean_verify_timeout": 5}))
+    job = None
+    try:
+        deadline = time.monotonic() + 240
+        while not [pid for pid in node.main_pids() if pid != old]:
+            assert run.poll() is None and time.monotonic() < deadline, "no new server was started"
+            time.sleep(0.1)
+        job = Tenant(node.sandbox, "train.py", ["--epochs", "1"], devices=["/dev/nvidia3"], gpu=3, mib=4096)
+        output = run.communicate(timeout=400)[0]
+
+        assert run.returncode != 0
+        words = " ".join(output.split())
+        assert "it came up on the wrong GPUs" in words, output
+        assert "This node now runs NO SGLang server" in words
+        stop_failure = words[words.index("Stopping the failed launch failed too, so the previous configuration was not "
+                                         "relaunched:"):]
+        assert "train.py" in stop_failure
+        assert "node1 now runs NO SGLang server" in summary_of(output)
+        assert node.main_pids() == [] and node.record()["status"] == "failed"
+        assert job.alive(), "the other tenant's job was stopped"
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait(30)
+        if job is not None:
+            job.close()
 
 
 def test_opt_in_rollback_relaunches_the_previous_configuration_and_reports_both(node, fleet):
