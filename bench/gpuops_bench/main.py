@@ -127,10 +127,11 @@ def main(argv=None):
             log("%s failed:\n%s" % (name, traceback.format_exc()))
             results.pop(name, None)
             errors[name] = "%s: %s" % (type(e).__name__, e)
-    results["meta"]["seconds"] = round(time.monotonic() - started, 1)
+    if results["meta"] is meta:
+        meta["seconds"] = round(time.monotonic() - started, 1)
     results["meta"]["conditions"] = conditions(results)
     results["notes"] = notes(results)
-    return write(results, args.out)
+    return write(results, args.out, round(time.monotonic() - started, 1))
 
 
 def conditions(results):
@@ -153,7 +154,7 @@ def conditions(results):
     return text
 
 
-def write(results, out):
+def write(results, out, seconds=None):
     """Write latest.json and latest.md to OUT and print the report; 1 when a measurement failed."""
     os.makedirs(out, exist_ok=True)
     latest = os.path.join(out, "latest.json")
@@ -167,7 +168,8 @@ def write(results, out):
         f.write(chart.svg(results))
     print(text)
     print("Wrote %s, %s and latest.svg (the run took %.0f s)." % (
-        os.path.relpath(latest), os.path.relpath(os.path.join(out, "latest.md")), results["meta"]["seconds"]))
+        os.path.relpath(latest), os.path.relpath(os.path.join(out, "latest.md")),
+        results["meta"]["seconds"] if seconds is None else seconds))
     return 1 if results.get("errors") else 0
 
 
@@ -175,6 +177,6 @@ def notes(results):
     """Explanations that the figures alone do not give."""
     out = ["Measurement %s failed: %s" % (k, v) for k, v in sorted(results.get("errors", {}).items())]
     out += results.get("fleet", {}).get("notes", [])
-    out += [line for line in [asyncstop.conclusion(results["async"])] if line] if results.get("async") else []
     out += report.explain(results)
+    out += [line for line in [asyncstop.conclusion(results["async"])] if line] if results.get("async") else []
     return out
