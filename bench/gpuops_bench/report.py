@@ -227,7 +227,8 @@ def _explain_stop(stop, overhead):
         after = pb["seconds"]["median"] - pb["gpus_clean_s"]["median"]
         text = ("stop_sglang.yml: %.2f s over the server's own exit, %.2f s more than the 1.0 s allowed. Before the "
                 "SIGTERM: %.2f s, of which ansible-playbook's start-up until its first task result %.2f s and %s "
-                "remote tasks (host lock, finding the server, the drain check, the stop); after the GPUs were free: "
+                "remote tasks before the stop's own (the host lock; finding and draining the servers, one call); after the "
+                "GPUs were free: "
                 "%.2f s for %s remote tasks (gpu_reap noticing the exit and verifying the GPUs, unlock) and the summary." % (
                     over, over - 1.0, pb["sigterm_s"]["median"], pb["first_task_s"]["median"],
                     _s(pb["remote_tasks_before_sigterm"]["median"], "", 0), after,
