@@ -152,6 +152,14 @@ def test_restart_tuning_then_extraction_end_to_end(release_node):
     probes = [name for name in dumps if name.startswith("hs_gpuops-probe-")]
     assert probes, dumps
 
+    serving = fleet.playbook("restart_serving.yml")
+
+    assert serving.rc == 0, serving.output
+    record = node.record()
+    assert record["mode"] == "serving" and node.main_pids() == [record["pid"]]
+    assert "SGLANG_HS_DUMP_DIR" not in node.environ(record["pid"])
+    assert http_get(node.url + "/server_info")[1]["version"].startswith(release)
+
 
 def stop_playbook(tmp_path):
     """stop_sglang's role, then its result as JSON on one line."""
