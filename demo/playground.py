@@ -39,6 +39,7 @@ STATE_FILE = "playground.json"
 def write_config(workdir: str, inventory: str) -> str:
     """ansible.cfg for runs by hand: the inventory, this tree as gpuops.host, temp dirs in WORKDIR."""
     path = os.path.join(workdir, "ansible.cfg")
+    os.makedirs(os.path.join(workdir, "ansible-remote"), mode=0o700, exist_ok=True)  # else a module warns, making it
     with open(path, "w") as f:
         f.write("# Written by make playground: ANSIBLE_CONFIG=%s ansible-playbook ...\n" % path)
         f.write("[defaults]\ninventory = %s\ncollections_path = %s\nlocal_tmp = %s\nremote_tmp = %s\n"

@@ -219,6 +219,8 @@ class Fleet:
             yaml.safe_dump({"all": {"children": {"gpu_nodes": {"hosts": hosts}}}}, f)
 
     def env(self) -> dict:
+        # Made here, root only: a module that has to create its remote_tmp itself warns about it.
+        os.makedirs(os.path.join(self.workdir, "ansible-remote"), mode=0o700, exist_ok=True)
         env = dict(os.environ)
         env.update({
             "ANSIBLE_COLLECTIONS_PATH": self.collections,
