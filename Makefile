@@ -72,13 +72,14 @@ $(COLLECTION_LINK):
 # --- tests -----------------------------------------------------------------
 
 .PHONY: test test-begin sanity units lint yamllint ansible-lint changelog-lint simtest integration
-# Two lanes run side by side: the stages in containers (the node image, the molecule
-# scenarios: mostly waiting on podman and the servers' timers) and, one after another, all the
-# others. The container lane writes its stage lines to build/logs/container-lane.out, printed
-# once both lanes are done. Each lane stops at its first failing stage; make test fails when
-# either did.
-TEST_STAGES := sanity units lint docs-lint galaxy-import ee simtest integration gpucheck
-CONTAINER_STAGES := molecule
+# Two lanes run side by side: the container lane (the node image, the molecule scenarios:
+# mostly waiting on podman and the servers' timers, then the stages that need no test
+# sandbox: the real-GPU check's dry run, galaxy-importer, the execution environment) and,
+# one after another, all the others. The container lane writes its stage lines to
+# build/logs/container-lane.out, printed once both lanes are done. Each lane stops at its
+# first failing stage; make test fails when either did.
+TEST_STAGES := sanity units lint docs-lint simtest integration
+CONTAINER_STAGES := molecule gpucheck galaxy-import ee
 test: test-begin deps venv sim $(COLLECTION_LINK)  ## Run every test stage (logs and times in build/logs)
 	@status=0; \
 	STAGE_QUIET=1 $(MAKE) --no-print-directory $(CONTAINER_STAGES) >$(LOGS)/container-lane.out 2>&1 & lane=$$!; \
