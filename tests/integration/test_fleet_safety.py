@@ -1,8 +1,9 @@
 # Copyright: (c) 2026, gpuops maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Fleet runs that fail safe: honest records, a canary rollout, secrets that stay secret, a unit file that
-cannot be injected, a host lock that holds. Real ansible-playbook runs against simulated GPU nodes."""
+"""Fleet runs that fail safe: preflight against the node, a canary rollout, secrets that stay secret, a unit file
+that cannot be injected, a host lock that holds (honest records of a failed launch: test_failed_launch.py). Real
+ansible-playbook runs against simulated GPU nodes."""
 
 from __future__ import annotations
 
@@ -16,59 +17,12 @@ import subprocess
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 
-from gpusim.fleet import ANSIBLE, ROLES, Fleet, SimNode
-from gpusim.tenants import Tenant
+from gpusim.fleet import ANSIBLE, ROLES, Fleet, SimNode, http_get
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox needs root")]
-
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def healthy(url: str) -> bool:
-    try:
-        with _OPENER.open(url + "/health", timeout=10) as res:
-            return res.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
-
-
-def status(url: str, api_key: str = None):
-    """The HTTP status of a GET of URL, with API_KEY as the bearer token; None when nothing answers."""
-    request = urllib.request.Request(url, headers={"Authorization": "Bearer " + api_key} if api_key else {})
-    try:
-        with _OPENER.open(request, timeout=10) as res:
-            return res.status
-    except urllib.error.HTTPError as e:
-        return e.code
-    except OSError:
-        return None
-
-
-def serving(node: SimNode) -> int:
-    """The PID of the node's server, starting one by hand when none is ready."""
-    pids = node.main_pids()
-    if len(pids) != 1 or not healthy(node.url):
-        node.start_server(["--tp-size", "2", "--enable-metrics"])
-        pids = node.main_pids()
-    assert len(pids) == 1, node.sglang_procs()
-    return pids[0]
-
-
-def text(run) -> str:
-    return " ".join(run.output.split())
-
-
-def summary(run) -> str:
-    return summary_of(run.output)
-
-
-def summary_of(output: str) -> str:
-    return output[output.rindex("summary of the run"):]
 
 
 @pytest.fixture(scope="module")
@@ -82,117 +36,11 @@ def fleet(node):
     return Fleet(os.path.dirname(node.workdir), [node])
 
 
-# -- honest records --
-
-def test_a_launch_that_fails_its_checks_is_recorded_as_failed_and_never_passes_on_a_rerun(node, fleet):
-    old = serving(node)
-    wrong_gpus = ["-e", json.dumps({"sglang_launch_gpus": [2, 3]})]  # the server comes up on GPUs 0 and 1
-
-    run = fleet.playbook("restart_serving.yml", *wrong_gpus)
-
-    assert run.rc != 0
-    assert "it came up on the wrong GPUs" in text(run), run.output
-    assert "This node now runs NO SGLang server: its old server was stopped and the new one" in text(run)
-    assert "node1 now runs NO SGLang server" in summary(run)
-    record = node.record()
-    assert record["status"] == "failed" and "wrong GPUs" in record["error"]
-    assert node.main_pids() == [] and old not in node.main_pids(), "the server that failed its checks is stopped"
-
-    again = fleet.playbook("restart_serving.yml", *wrong_gpus)
-
-    assert again.rc != 0, again.output
-    assert "unchanged" not in summary(again)
-    assert node.record()["status"] == "failed" and node.record()["marker"] != record["marker"]
-
-
-def test_a_failed_launch_whose_stop_fails_too_still_says_what_the_node_runs(node, fleet):
-    old = serving(node)
-    # The new server comes up on GPUs 0 and 1 and fails its check; while it loads, another tenant takes GPU 3, so
-    # the stop of the failed server cannot verify the GPUs clean.
-    run = fleet.popen("restart_serving.yml", "-e", json.dumps({"sglang_launch_gpus": [2, 3], "sglang_launch_rollback": True,
-                                                               "gpu_clean_verify_timeout": 5}))
-    job = None
-    try:
-        deadline = time.monotonic() + 240
-        while not [pid for pid in node.main_pids() if pid != old]:
-            assert run.poll() is None and time.monotonic() < deadline, "no new server was started"
-            time.sleep(0.1)
-        job = Tenant(node.sandbox, "train.py", ["--epochs", "1"], devices=["/dev/nvidia3"], gpu=3, mib=4096)
-        output = run.communicate(timeout=400)[0]
-
-        assert run.returncode != 0
-        words = " ".join(output.split())
-        assert "it came up on the wrong GPUs" in words, output
-        assert "This node now runs NO SGLang server" in words
-        stop_failure = words[words.index("Stopping the failed launch failed too, so the previous configuration was not "
-                                         "relaunched:"):]
-        assert "train.py" in stop_failure
-        assert "node1 now runs NO SGLang server" in summary_of(output)
-        assert node.main_pids() == [] and node.record()["status"] == "failed"
-        assert job.alive(), "the other tenant's job was stopped"
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait(30)
-        if job is not None:
-            job.close()
-
-
-def test_opt_in_rollback_relaunches_the_previous_configuration_and_reports_both(node, fleet):
-    serving(node)
-    good = fleet.playbook("restart_serving.yml")
-    assert good.rc == 0, good.output
-    previous = node.record()
-
-    changed = dict(node.server_env, GPUOPS_TEST="a new configuration")  # else it is the same one, unchanged
-    run = fleet.playbook("restart_serving.yml", "-e", json.dumps({"sglang_launch_environment": changed,
-                                                                  "sglang_launch_gpus": [2, 3],
-                                                                  "sglang_launch_rollback": True}))
-
-    assert run.rc != 0
-    words = text(run)
-    assert "it came up on the wrong GPUs" in words, run.output
-    assert "The previous configuration (%s) was relaunched and passed its checks" % previous["marker"] in words
-    assert "rollback" in summary(run)
-    record = node.record()
-    assert record["status"] == "ok" and record["marker"] == previous["marker"] and record["pid"] != previous["pid"]
-    assert node.main_pids() == [record["pid"]] and healthy(node.url)
-
-
-def test_a_rollback_starts_the_previous_launch_with_its_own_config_file(node, fleet):
-    serving(node)
-    good = fleet.playbook("restart_serving.yml", "-e", json.dumps({
-        "sglang_launch_config_file": True, "sglang_launch_server_args": {"tp_size": 2, "mem_fraction_static": 0.8}}))
-    assert good.rc == 0, good.output
-    previous = node.record()
-    with open(previous["argv"][-1]) as f:
-        previous_file = f.read()
-
-    run = fleet.playbook("restart_serving.yml", "-e", json.dumps({
-        "sglang_launch_config_file": True, "sglang_launch_server_args": {"tp_size": 2, "mem_fraction_static": 0.7},
-        "sglang_launch_gpus": [2, 3], "sglang_launch_rollback": True}))
-
-    assert run.rc != 0
-    assert "The previous configuration (%s) was relaunched and passed its checks" % previous["marker"] in text(run), \
-        run.output
-    record = node.record()
-    assert record["marker"] == previous["marker"] and record["argv"] == previous["argv"]
-    with _OPENER.open(node.url + "/server_info", timeout=10) as res:
-        assert json.load(res)["mem_fraction_static"] == 0.8, "the rollback started the failed launch's arguments"
-    with open(previous["argv"][-1]) as f:
-        assert f.read() == previous_file
-    with open(os.path.join(node.state_dir, "runs.jsonl")) as f:
-        failed = json.loads(f.readlines()[-1])
-    assert failed["status"] == "failed" and failed["marker"] != previous["marker"]
-    assert not os.path.exists(os.path.join(node.state_dir, "runs", failed["marker"])), \
-        "the failed launch's secret files are left behind"
-
-
 # -- preflight against the node --
 
 @pytest.mark.parametrize("case", ["too many GPUs", "run name with a slash"])
 def test_requests_the_node_cannot_serve_are_refused_before_the_server_is_touched(node, fleet, case):
-    pid = serving(node)
+    pid = node.serving()
     extra = {"too many GPUs": {"sglang_launch_server_args": {"tp_size": 16}},
              "run name with a slash": {"sglang_launch_run_name": "../../etc"}}[case]
     message = {"too many GPUs": "but NVML sees 4 GPU(s) on this node (indices 0 to 3); refusing before the running",
@@ -201,9 +49,9 @@ def test_requests_the_node_cannot_serve_are_refused_before_the_server_is_touched
     run = fleet.playbook("restart_extraction.yml", "-e", json.dumps(extra))
 
     assert run.rc != 0
-    assert message in text(run), run.output
-    assert "The running server was not touched." in text(run)
-    assert node.main_pids() == [pid] and healthy(node.url)
+    assert message in run.words(), run.output
+    assert "The running server was not touched." in run.words()
+    assert node.main_pids() == [pid] and node.healthy()
 
 
 def test_a_port_held_by_another_program_is_refused(node, fleet):
@@ -226,7 +74,7 @@ def test_a_port_held_by_another_program_is_refused(node, fleet):
         squatter.wait(30)
 
     assert run.rc != 0
-    words = text(run)
+    words = run.words()
     assert "Port %d is held by process" % node.port in words and "which is not an SGLang server" in words, run.output
     assert "The running server was not touched." in words
 
@@ -237,21 +85,21 @@ def test_a_bad_config_fails_on_the_canary_and_leaves_the_other_nodes_alone(tmp_p
     with SimNode(str(tmp_path / "node1"), gpus=2) as one, SimNode(str(tmp_path / "node2"), gpus=2) as two, \
             SimNode(str(tmp_path / "node3"), gpus=2) as three:
         nodes = [one, two, three]
-        before = dict((n.name, serving(n)) for n in nodes)
+        before = dict((n.name, n.serving()) for n in nodes)
         fleet = Fleet(str(tmp_path), nodes)
         crash = dict(one.server_env, GPUSIM_SGLANG_FAULTS="crash_on_load")  # passes every preflight check
 
         run = fleet.playbook("restart_serving.yml", "-e", json.dumps({"sglang_launch_environment": crash}))
 
         assert run.rc != 0
-        table = summary(run)
+        table = run.summary()
         assert "node1  FAILED" in table and "node2  untouched" in table and "node3  untouched" in table, run.output
         assert "Rollout stopped after node1 failed; 2 host(s) never touched: node2, node3." in table
         assert "node1 now runs NO SGLang server" in table
         assert set(run.recap()) == {"node1"}, run.output
         assert one.main_pids() == []
         for n in (two, three):
-            assert n.main_pids() == [before[n.name]] and healthy(n.url), n.name
+            assert n.main_pids() == [before[n.name]] and n.healthy(), n.name
             assert not os.path.exists(n.state_dir)
 
 
@@ -309,7 +157,7 @@ def vars_file(path, values: dict) -> str:
 
 
 def test_a_token_and_an_api_key_reach_no_command_line_output_or_readable_file(node, fleet, tmp_path):
-    serving(node)
+    node.serving()
     token, api_key = "hf_" + secrets.token_hex(12), "sk-" + secrets.token_hex(12)
     env = dict(node.server_env, HF_TOKEN=token)
     args = {"tp_size": 2, "enable_metrics": True, "api_key": api_key}
@@ -322,7 +170,7 @@ def test_a_token_and_an_api_key_reach_no_command_line_output_or_readable_file(no
     try:
         ok = fleet.playbook("restart_serving.yml", "-v", "-e", good)
         # the server read its API key from the --config file: /server_info wants it
-        answers = [status(node.url + "/server_info"), status(node.url + "/server_info", api_key)]
+        answers = [http_get(node.url + "/server_info")[0], http_get(node.url + "/server_info", api_key=api_key)[0]]
         failed = fleet.playbook("restart_serving.yml", "-v", "--diff", "-e", bad)
     finally:
         sampler.done.set()
@@ -330,7 +178,7 @@ def test_a_token_and_an_api_key_reach_no_command_line_output_or_readable_file(no
 
     assert ok.rc == 0, ok.output
     assert answers == [401, 200]
-    assert failed.rc != 0 and "wrong GPUs" in text(failed), failed.output
+    assert failed.rc != 0 and "wrong GPUs" in failed.words(), failed.output
     assert sampler.samples > 20 and sampler.hits == [], sampler.hits[:5]
     for run in (ok, failed):
         assert token not in run.output and api_key not in run.output
@@ -355,7 +203,7 @@ INJECTION = "model\nExecStartPre=/bin/sh -c 'touch /tmp/gpuops-pwned'"
 
 
 def test_a_unit_injection_payload_is_refused_before_anything_is_written(node, fleet, tmp_path):
-    pid = serving(node)
+    pid = node.serving()
     unit_dir = tmp_path / "units"
     unit_dir.mkdir()
 
@@ -364,13 +212,13 @@ def test_a_unit_injection_payload_is_refused_before_anything_is_written(node, fl
         "sglang_launch_server_args": {"tp_size": 2, "served_model_name": INJECTION}}))
 
     assert run.rc != 0
-    assert "newlines and other control characters are refused" in text(run), run.output
+    assert "newlines and other control characters are refused" in run.words(), run.output
     assert list(unit_dir.iterdir()) == []
-    assert node.main_pids() == [pid] and healthy(node.url)
+    assert node.main_pids() == [pid] and node.healthy()
 
 
 def test_the_launch_writes_the_stop_timeout_of_sglang_stop_into_its_unit(node, fleet, tmp_path):
-    serving(node)
+    node.serving()
     unit_dir = tmp_path / "units"
     unit_dir.mkdir()
 
@@ -428,7 +276,7 @@ def stale_lock(node: SimNode, run: str = "20250101T000000Z-1") -> None:
 
 
 def test_two_runs_racing_for_one_stale_lock_exactly_one_proceeds(node, fleet):
-    serving(node)
+    node.serving()
     stale_lock(node)
 
     racers = [fleet.popen("restart_serving.yml") for dummy in range(2)]
@@ -453,7 +301,7 @@ def public_dir():
 
 
 def test_an_unprivileged_user_can_neither_take_nor_block_the_lock(node, fleet, public_dir):
-    serving(node)
+    node.serving()
     lock_dir = os.path.join(public_dir, "gpuops")
     nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
     planted = subprocess.run(nobody + ["sh", "-c", 'mkdir -m 777 "$1" && echo "{\\"run\\": \\"x\\", \\"taken\\": '

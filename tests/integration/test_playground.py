@@ -10,25 +10,16 @@ import json
 import os
 import subprocess
 import sys
-import urllib.request
 
 import pytest
 
+from gpusim.fleet import http_get
 from gpusim.nvml import REPO_ROOT
 from gpusim.sandbox import VENV_PYTHON, Sandbox
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox needs root")]
 
 PLAYGROUND = os.path.join(REPO_ROOT, "demo", "playground.py")
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def health(url):
-    try:
-        with _OPENER.open(url + "/health", timeout=10) as res:
-            return res.status
-    except OSError:
-        return None
 
 
 def playground(command, workdir):
@@ -47,7 +38,7 @@ def test_playground_runs_playbooks_by_hand_until_stopped(tmp_path):
             state = json.load(f)
         # the starting process has exited: the node and its server run on
         sandbox = Sandbox.attach(state["sandbox"])
-        assert sandbox.alive and health(state["url"]) == 200
+        assert sandbox.alive and http_get(state["url"] + "/health")[0] == 200
         server = [p for p in sandbox.procs() if p["pid"] == state["server_pid_in_node"]]
         assert server and "sglang.launch_server" in server[0]["cmdline"]
 
@@ -59,7 +50,7 @@ def test_playground_runs_playbooks_by_hand_until_stopped(tmp_path):
         assert run.returncode == 0, run.stdout[-4000:]
         assert "failed=0" in run.stdout.split("PLAY RECAP")[-1]
         # check mode left the server as it was
-        assert health(state["url"]) == 200
+        assert http_get(state["url"] + "/health")[0] == 200
         assert [p["pid"] for p in sandbox.procs() if p["pid"] == state["server_pid_in_node"]]
 
         again = playground("start", workdir)
@@ -69,5 +60,5 @@ def test_playground_runs_playbooks_by_hand_until_stopped(tmp_path):
     assert stopped.returncode == 0, stopped.stderr
     assert "playground stopped (sandbox init PID %d)" % state["init_pid"] in stopped.stdout
     assert not sandbox.alive                             # its init, and with it everything inside
-    assert health(state["url"]) is None
+    assert http_get(state["url"] + "/health")[0] is None
     assert playground("stop", workdir).stdout.startswith("no playground running")

@@ -15,27 +15,13 @@ import json
 import os
 import stat
 import time
-import urllib.request
 
 import pytest
 
 from gpusim import standin
-from gpusim.fleet import Fleet, Request, SimNode
+from gpusim.fleet import Fleet, Request, SimNode, http_get
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox needs root")]
-
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def http_get(url: str, timeout: float = 10):
-    try:
-        with _OPENER.open(url, timeout=timeout) as res:
-            body = res.read().decode()
-            return res.status, (json.loads(body) if body.startswith("{") else body)
-    except urllib.error.HTTPError as e:
-        return e.code, None
-    except OSError:
-        return None, None
 
 
 @pytest.fixture(scope="module")
@@ -49,16 +35,6 @@ def fleet(node):
     return Fleet(os.path.dirname(node.workdir), [node])
 
 
-def serving(node: SimNode) -> int:
-    """The PID of the node's server, starting one by hand when none is ready."""
-    pids = node.main_pids()
-    if len(pids) != 1 or http_get(node.url + "/health")[0] != 200:
-        node.start_server(["--tp-size", "2", "--enable-metrics"])
-        pids = node.main_pids()
-    assert len(pids) == 1, node.sglang_procs()
-    return pids[0]
-
-
 def assert_untouched(node: SimNode, pid: int):
     assert node.main_pids() == [pid]
     assert http_get(node.url + "/health")[0] == 200
@@ -67,7 +43,7 @@ def assert_untouched(node: SimNode, pid: int):
 
 
 def test_restart_to_extraction_drains_then_converges_with_no_change(node, fleet):
-    old = serving(node)
+    old = node.serving()
     request = Request(node.url, max_new_tokens=600)  # about 3 s of decoding
     request.start()
     time.sleep(0.3)
@@ -103,7 +79,7 @@ def test_restart_to_extraction_drains_then_converges_with_no_change(node, fleet)
 
 
 def test_restart_to_tuning_reports_the_requested_values(node, fleet):
-    old = serving(node)
+    old = node.serving()
 
     preview = fleet.playbook("restart_tuning.yml", "--check")
 
@@ -143,7 +119,7 @@ REFUSALS = {
 @pytest.mark.parametrize("case", sorted(REFUSALS))
 def test_bad_request_is_refused_before_the_server_is_touched(node, fleet, case, tmp_path):
     args, message = REFUSALS[case]
-    pid = serving(node)
+    pid = node.serving()
     earlier = os.path.join(node.dump_root, "earlier-run")
     os.makedirs(earlier, exist_ok=True)
     with open(os.path.join(earlier, "hs_0.pt"), "wb") as f:
@@ -164,7 +140,7 @@ def test_bad_request_is_refused_before_the_server_is_touched(node, fleet, case, 
 
 def test_full_disk_on_a_small_tmpfs_is_refused(node, fleet):
     """A dump root on a 16 MiB tmpfs mounted inside the node's own mount namespace."""
-    pid = serving(node)
+    pid = node.serving()
     small = os.path.join(node.workdir, "small-dumps")
     os.makedirs(small, exist_ok=True)
     node.sandbox.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", small], check=True)
@@ -180,7 +156,7 @@ def test_full_disk_on_a_small_tmpfs_is_refused(node, fleet):
 
 
 def test_drain_refuses_while_requests_run_unless_forced(node, fleet):
-    pid = serving(node)
+    pid = node.serving()
     request = Request(node.url, max_new_tokens=4000)  # about 20 s of decoding
     request.start()
     time.sleep(0.5)
@@ -210,7 +186,7 @@ def test_drain_refuses_while_requests_run_unless_forced(node, fleet):
 
 
 def test_a_run_name_whose_attempt_ended_at_the_drain_can_be_tried_again(node, fleet):
-    pid = serving(node)
+    pid = node.serving()
     request = Request(node.url, max_new_tokens=40000)  # about 200 s of decoding: longer than the preflight
     request.start()
     time.sleep(0.5)
@@ -236,7 +212,7 @@ def test_a_run_name_whose_attempt_ended_at_the_drain_can_be_tried_again(node, fl
 
 
 def test_crash_during_load_fails_fast_with_the_log_tail(node, fleet):
-    serving(node)
+    node.serving()
     env = dict(node.server_env, GPUSIM_SGLANG_FAULTS="crash_on_load")
     start = time.monotonic()
 
@@ -252,7 +228,7 @@ def test_crash_during_load_fails_fast_with_the_log_tail(node, fleet):
 
 
 def test_lock_held_by_another_run_is_refused_and_a_stale_one_taken_over(node, fleet):
-    pid = serving(node)
+    pid = node.serving()
     lock = os.path.join(node.lock_path, "lock.json")
     owner = {"run": "20260101T000000Z-42", "playbook": "Restart SGLang in tuning mode", "user": "alice",
              "controller": "bastion", "taken": time.time()}
@@ -286,7 +262,7 @@ def test_lock_held_by_another_run_is_refused_and_a_stale_one_taken_over(node, fl
 
 def test_limit_leaves_other_hosts_alone(tmp_path):
     with SimNode(str(tmp_path / "node1"), gpus=2) as one, SimNode(str(tmp_path / "node2"), gpus=2) as two:
-        first, second = serving(one), serving(two)
+        first, second = one.serving(), two.serving()
         fleet = Fleet(str(tmp_path), [one, two])
 
         run = fleet.playbook("restart_serving.yml", "-l", "node2")

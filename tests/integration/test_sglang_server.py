@@ -16,20 +16,17 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 import yaml
 
 from gpusim import standin
-from gpusim.fleet import REPO_ROOT, Fleet, Request, SimNode, collections_path
+from gpusim.fleet import REPO_ROOT, Fleet, Request, SimNode, collections_path, http_get
 from gpusim.nvml import SIM_DIR
 from gpusim.sandbox import VENV_PYTHON
 
 RELEASES = ("0.5.23", "0.5.14")
 MODULE = os.path.join(REPO_ROOT, "plugins", "modules", "sglang_server.py")
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def run_module(tmp_path, args: dict, env: dict = None):
@@ -110,15 +107,6 @@ def test_results_mask_no_short_values(tmp_path):
 
 
 # -- the roles, against each release -------------------------------------------------------
-
-def http_get(url, timeout=10):
-    try:
-        with _OPENER.open(url, timeout=timeout) as res:
-            return res.status, json.loads(res.read())
-    except urllib.error.HTTPError as e:
-        return e.code, None
-    except OSError:
-        return None, None
 
 
 @pytest.fixture(scope="module", params=RELEASES)

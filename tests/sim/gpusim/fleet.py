@@ -22,6 +22,8 @@ import os
 import subprocess
 import sys
 import threading
+import urllib.error
+import urllib.request
 
 import yaml
 
@@ -36,6 +38,22 @@ ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(VENV_PYTHON), "ansible-playbook"
 
 
 COLLECTIONS = os.path.join(REPO_ROOT, "build", "collections")
+
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def http_get(url: str, timeout: float = 10, api_key: str = None):
+    """(status, body) of a GET of URL, with API_KEY as the bearer token; a JSON body decoded;
+    (None, None) when nothing answers."""
+    request = urllib.request.Request(url, headers={"Authorization": "Bearer " + api_key} if api_key else {})
+    try:
+        with _OPENER.open(request, timeout=timeout) as res:
+            body = res.read().decode(errors="replace")
+            return res.status, (json.loads(body) if body[:1] in ("{", "[") else body)
+    except urllib.error.HTTPError as e:
+        return e.code, None
+    except OSError:
+        return None, None
 
 
 def collections_path() -> str:
@@ -133,6 +151,18 @@ class SimNode:
         self.server = launch.start().wait_ready(timeout)
         return self.server
 
+    def healthy(self) -> bool:
+        return http_get(self.url + "/health")[0] == 200
+
+    def serving(self) -> int:
+        """The PID of the node's server, starting one by hand (TP 2, metrics on) when none is ready."""
+        pids = self.main_pids()
+        if len(pids) != 1 or not self.healthy():
+            self.start_server(["--tp-size", "2", "--enable-metrics"])
+            pids = self.main_pids()
+        assert len(pids) == 1, self.sglang_procs()
+        return pids[0]
+
     def record(self) -> dict:
         """server.json, the record sglang_launch keeps."""
         with open(os.path.join(self.state_dir, "server.json")) as f:
@@ -190,6 +220,14 @@ class Run:
     def __init__(self, proc: subprocess.CompletedProcess):
         self.rc = proc.returncode
         self.output = proc.stdout
+
+    def words(self) -> str:
+        """The output with every run of white space made one space: messages wrap."""
+        return " ".join(self.output.split())
+
+    def summary(self) -> str:
+        """The output from the last summary table of the run on."""
+        return self.output[self.output.rindex("summary of the run"):]
 
     def recap(self) -> dict:
         """host -> {ok, changed, failed, ...} from the PLAY RECAP."""
