@@ -127,8 +127,8 @@ simtest: venv sim  ## Tests of the simulated GPU node itself
 
 # --dist loadscope: a module's tests run on one worker, in order, so that a module-scoped
 # simulated node (and its server) is set up once, as without xdist. --no-loadscope-reorder:
-# the modules start in file order, not by their number of tests, so test_fleet_safety, the
-# longest (one node through 11 slow tests), starts first instead of last.
+# the modules start in file order, not by their number of tests, so the two longest,
+# test_failed_launch and test_fleet_safety (one node each through slow restarts), start first.
 integration: venv sim $(COLLECTION_LINK)  ## Modules, roles and playbooks against sandboxed simulated nodes
 	@$(STAGE) integration $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder \
 	  --durations=25 tests/integration
