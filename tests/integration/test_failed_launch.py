@@ -14,21 +14,10 @@ import time
 
 import pytest
 
-from gpusim.fleet import Fleet, Run, SimNode, http_get
+from gpusim.fleet import Run, http_get
 from gpusim.tenants import Tenant
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox needs root")]
-
-
-@pytest.fixture(scope="module")
-def node(tmp_path_factory):
-    with SimNode(str(tmp_path_factory.mktemp("failed-launch") / "node1"), gpus=4) as n:
-        yield n
-
-
-@pytest.fixture(scope="module")
-def fleet(node):
-    return Fleet(os.path.dirname(node.workdir), [node])
 
 
 def test_a_launch_that_fails_its_checks_is_recorded_as_failed_and_never_passes_on_a_rerun(node, fleet):

@@ -25,17 +25,6 @@ from gpusim.fleet import ANSIBLE, ROLES, Fleet, SimNode, http_get
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox needs root")]
 
 
-@pytest.fixture(scope="module")
-def node(tmp_path_factory):
-    with SimNode(str(tmp_path_factory.mktemp("safety") / "node1"), gpus=4) as n:
-        yield n
-
-
-@pytest.fixture(scope="module")
-def fleet(node):
-    return Fleet(os.path.dirname(node.workdir), [node])
-
-
 # -- preflight against the node --
 
 @pytest.mark.parametrize("case", ["too many GPUs", "run name with a slash"])

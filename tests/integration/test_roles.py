@@ -24,17 +24,6 @@ from gpusim.fleet import Fleet, Request, SimNode, http_get
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox needs root")]
 
 
-@pytest.fixture(scope="module")
-def node(tmp_path_factory):
-    with SimNode(str(tmp_path_factory.mktemp("roles") / "node1"), gpus=4) as n:
-        yield n
-
-
-@pytest.fixture(scope="module")
-def fleet(node):
-    return Fleet(os.path.dirname(node.workdir), [node])
-
-
 def assert_untouched(node: SimNode, pid: int):
     assert node.main_pids() == [pid]
     assert http_get(node.url + "/health")[0] == 200
