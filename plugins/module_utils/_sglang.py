@@ -243,14 +243,14 @@ def find(p, deps):
     recorded = [s for s in servers if s['recorded']]
     found = {'servers': servers, 'elsewhere': apart, 'record': record, 'recorded': recorded[0] if recorded else None}
     if p.get('drain'):
-        found['drains'] = _drain_each(servers, p, deps, found)
+        found['drains'] = _drain_each(found, p, deps)
     return found
 
 
-def _drain_each(servers, p, deps, found):
-    """Drain each server found, one after the other, as action drain does; stop at the first that fails."""
+def _drain_each(found, p, deps):
+    """Drain each server FOUND, one after the other, as action drain does; stop at the first that fails."""
     drains = []
-    for server in servers:
+    for server in found['servers']:
         try:
             result = drain(dict(p, url=server['url'], pid=server['pid']), deps)
         except ActionFailed as e:

@@ -202,13 +202,10 @@ class Request(threading.Thread):
         self.result = None
 
     def run(self):
-        import urllib.error
-        import urllib.request
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         req = urllib.request.Request(self.url + "/generate", json.dumps(self.body).encode(),
                                      {"content-type": "application/json"})
         try:
-            with opener.open(req, timeout=300) as res:
+            with _OPENER.open(req, timeout=300) as res:
                 self.result = (res.status, json.loads(res.read()))
         except urllib.error.HTTPError as e:
             self.result = (e.code, e.read().decode(errors="replace"))
