@@ -1,8 +1,9 @@
 # Copyright: (c) 2026, gpuops maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""What the integration test modules share: one simulated 4-GPU node per module, and the fleet of it. A module
-that needs another node (more GPUs, one per test) defines its own ``node`` and ``fleet``."""
+"""What the integration test modules share: one simulated 4-GPU node per module, and the fleet of it (a module
+that needs another node, more GPUs or one per test, defines its own ``node`` and ``fleet``); and the closing of
+every other tenant's process a test started."""
 
 from __future__ import annotations
 
@@ -11,6 +12,16 @@ import os
 import pytest
 
 from gpusim.fleet import Fleet, SimNode
+from gpusim.tenants import Tenant
+
+
+@pytest.fixture(autouse=True)
+def close_tenants():
+    """After each test, close the tenants it left: those it expected to be stopped, and all of them when it failed
+    (each has a directory in the host's temporary directory)."""
+    yield
+    while Tenant.open:
+        Tenant.open[-1].close()
 
 
 @pytest.fixture(scope="module")

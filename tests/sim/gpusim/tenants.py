@@ -70,13 +70,20 @@ class Tenant:
     makes it a session of its own (a job started by a scheduler or nohup); ``user`` runs it
     as another user (setpriv); ``container`` runs it in a nested PID namespace of that name;
     ``linger`` is how long it takes to exit after SIGTERM.
+
+    ``Tenant.open`` lists those not closed yet, so that a test's teardown can close what the
+    test left (a tenant it expected to be stopped, or every tenant of a test that failed).
     """
+
+    open = []
 
     def __init__(self, sb, name, args=(), devices=(), gpu=None, mib=0, setsid=True, user=None, container=None,
                  linger=0):
         self.sb = sb
         self.name = name
         self.dir = tempfile.mkdtemp(prefix="gpusim-tenant-%s-" % os.path.splitext(name)[0])
+        self.popen = None
+        Tenant.open.append(self)
         os.chmod(self.dir, 0o777)
         self.script = os.path.join(self.dir, name)
         with open(self.script, "w") as f:
@@ -131,9 +138,12 @@ class Tenant:
         return any(p["pid"] == self.pid and p["state"] != "Z" and self.script in p["cmdline"] for p in procs)
 
     def close(self):
-        if self.sb.alive and self.alive():
+        """Kill it if it still runs, and remove its directory; closing twice does nothing more."""
+        if self.popen is not None and self.sb.alive and hasattr(self, "pid") and self.alive():
             self.sb.run(["kill", "-KILL", str(self.pid)])
-        if self.popen.poll() is None:
+        if self.popen is not None and self.popen.poll() is None:
             self.popen.kill()
             self.popen.wait(10)
         shutil.rmtree(self.dir, ignore_errors=True)
+        if self in Tenant.open:
+            Tenant.open.remove(self)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -19,6 +20,13 @@ if SIM not in sys.path:
     sys.path.insert(0, SIM)
 
 from gpusim.nvml import Node, load_double  # noqa: E402  pylint: disable=wrong-import-position
+
+
+@pytest.fixture(autouse=True)
+def private_tempdir(tmp_path, monkeypatch):
+    """Temporary files of the test, AnsibleModule's ansible-moduletmp-* among them, in its own tmp_path: a module
+    whose exit_json raises never reaches the cleanup that would remove them from the host's /tmp."""
+    monkeypatch.setattr(tempfile, 'tempdir', str(tmp_path))
 
 
 class ModuleExit(Exception):
