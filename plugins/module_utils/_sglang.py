@@ -154,7 +154,7 @@ def release(p, deps):
         redact = _redactor(p)
         raise ActionFailed('cannot read the installed SGLang release with %s: %s'
                            % (p['python'], sargs.parser_message(err, redact)), {'rc': rc})
-    return {'release': found['release']}
+    return {'release': found['release'], 'package': found.get('package')}
 
 
 def check_args(p, deps):
@@ -199,8 +199,8 @@ def check_args(p, deps):
             subset = args if p.get('config_file') else out['hidden']
             files[path] = sargs.dump_yaml(sargs.render_config(subset, keys))
         out = dict(out, files=files)
-    return dict(_public(out, _write(out['files'], deps)), release=found['release'], expected_info=expected,
-                config_keys=keys)
+    return dict(_public(out, _write(out['files'], deps)), release=found['release'], package=found.get('package'),
+                expected_info=expected, config_keys=keys)
 
 
 def _mkstemp(tmpdir):

@@ -42,7 +42,7 @@ MASK = '********'
 CHECK_PROGRAM = r'''
 import argparse, json, os, sys, tempfile
 import sglang
-out = {"release": getattr(sglang, "__version__", None)}
+out = {"release": getattr(sglang, "__version__", None), "package": os.path.dirname(os.path.abspath(sglang.__file__))}
 print(json.dumps(out))
 sys.stdout.flush()
 if sys.argv[1:2] == ["--release-only"]:

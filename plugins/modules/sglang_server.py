@@ -374,6 +374,11 @@ release:
   returned: action is release or check_args
   type: str
   sample: 0.5.23
+package:
+  description: The directory of the C(sglang) package that O(python) imports (with O(pythonpath)).
+  returned: action is release or check_args
+  type: str
+  sample: /opt/sglang/venv/lib/python3.11/site-packages/sglang
 argv:
   description: V(render), V(check_args) - the server's full command line; it carries no secret.
   returned: action is render or check_args

@@ -97,9 +97,10 @@ def test_results_mask_secrets_of_4_characters_and_keep_shorter_values(monkeypatc
     assert returned['argv'][7:] == ['--tp-size', '1'] and 'wxyz' not in json.dumps(returned)
 
 
-def test_release(run_module, base):
+def test_release_and_package_of_the_sglang_that_python_imports(run_module, base, sglang):
     outcome, result, dummy = run_module(sglang_server, dict(base, action='release'))
     assert outcome == 'exit' and result['release'] == '0.5.23' and not result['changed']
+    assert result['package'] == os.path.join(sglang, 'sglang')
 
 
 def test_check_args_keeps_the_api_key_off_every_command_line_and_out_of_the_result(run_module, base, tmp_path):
@@ -111,6 +112,7 @@ def test_check_args_keeps_the_api_key_off_every_command_line_and_out_of_the_resu
                               '--model-path', '/m', '--tp-size', '2', '--config', base['secrets_path']]
     assert result['expected_info'] == {'model_path': '/m', 'tp_size': 2, 'cuda_graph_max_bs_decode': 160}
     assert result['release'] == '0.5.23' and result['changed'] and result['written'] == [base['secrets_path']]
+    assert result['package'] == os.path.join(base['pythonpath'][0], 'sglang')
     assert stat.S_IMODE(os.stat(base['secrets_path']).st_mode) == 0o600
     with open(base['secrets_path']) as f:
         assert f.read() == 'api-key: "k-123456"\n'
