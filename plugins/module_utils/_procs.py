@@ -127,6 +127,25 @@ def parse_environ(raw):
     return env
 
 
+TCP_LISTEN = '0A'  # the st column of /proc/net/tcp and tcp6 for a listening socket
+
+
+def parse_tcp_listeners(raw, port):
+    """Inodes of the sockets that /proc/net/tcp or tcp6 (RAW) lists as listening on PORT."""
+    inodes = set()
+    for line in _text(raw).splitlines()[1:]:
+        fields = line.split()
+        # sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode ...
+        if len(fields) < 10 or fields[3] != TCP_LISTEN:
+            continue
+        try:
+            if int(fields[1].rsplit(':', 1)[1], 16) == port and fields[9] != '0':
+                inodes.add(int(fields[9]))
+        except (IndexError, ValueError):
+            continue
+    return inodes
+
+
 class ProcFS:
     """The process table of one /proc mount (``root`` lets tests use a fake tree)."""
 
@@ -208,6 +227,16 @@ class ProcFS:
             except (IOError, OSError):
                 pass
         return targets
+
+    def tcp_listeners(self, port):
+        """Inodes of the TCP sockets (IPv4 and IPv6) listening on PORT in this process's network namespace."""
+        inodes = set()
+        for name in ('tcp', 'tcp6'):
+            try:
+                inodes |= parse_tcp_listeners(_read(os.path.join(self.root, 'net', name)), port)
+            except (IOError, OSError):
+                pass  # no IPv6 in this kernel
+        return inodes
 
     def pid_namespace(self, pid):
         """The PID namespace of a process as ``pid:[INODE]``, or None when it cannot be read."""

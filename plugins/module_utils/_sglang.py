@@ -242,6 +242,8 @@ def find(p, deps):
                                          deps.self_pids, elsewhere)
     recorded = [s for s in servers if s['recorded']]
     found = {'servers': servers, 'elsewhere': apart, 'record': record, 'recorded': recorded[0] if recorded else None}
+    if p.get('port'):
+        found['port'] = sprocs.port_holders(deps.procfs, table, p['port'], redact)
     if p.get('drain'):
         found['drains'] = _drain_each(found, p, deps)
     return found

@@ -82,6 +82,15 @@ def describe(proc, redact):
             'cmdline': redact(proc.command)}
 
 
+def port_holders(procfs, table, port, redact):
+    """Who listens on TCP PORT: ``listening`` (a socket listens, in this network namespace) and ``holders``, the
+    processes of TABLE with such a socket open (none when only processes this PID namespace cannot see hold it)."""
+    sockets = set('socket:[%d]' % inode for inode in procfs.tcp_listeners(port))
+    holders = [describe(proc, redact) for pid, proc in sorted(table.items())
+               if sockets and not proc.zombie and not proc.kernel_thread and sockets.intersection(procfs.open_files(pid))]
+    return {'port': port, 'listening': bool(sockets), 'holders': holders}
+
+
 def find_servers(procfs, table, patterns, record, default_url, redact, self_pids=(), elsewhere=None):
     """The SGLang servers running now, as dicts: pid, start, url, cmdline, marker, recorded, session,
     schedulers, tree; and, apart, those that run in another PID namespace or container (ELSEWHERE(pid)

@@ -141,6 +141,11 @@ options:
         process whose environment carries the record's run marker (C(GPUOPS_RUN)) is that server, with the URL
         recorded there. A missing record finds nothing by marker.
     type: path
+  port:
+    description:
+      - For V(find), also report who listens on this TCP port (RV(port)), from C(/proc/net/tcp) and C(/proc/net/tcp6)
+        of the module's network namespace and the open sockets of the processes it can see.
+    type: int
   presets:
     description: For V(find), M(gpuops.host.gpu_reap) presets whose command line patterns find servers started by hand.
     type: list
@@ -369,6 +374,27 @@ record:
   returned: action is find
   type: dict
   sample: {marker: tuning-20260101T000000Z, pid: 4200}
+port:
+  description: V(find) with O(port) - who listens on that port.
+  returned: action is find and port is set
+  type: dict
+  contains:
+    port:
+      description: The port.
+      type: int
+      sample: 30000
+    listening:
+      description: Whether a TCP socket listens on it.
+      type: bool
+      sample: true
+    holders:
+      description:
+        - The processes with such a socket open, each with C(pid), C(ppid), C(name), C(state) and C(cmdline) (secrets
+          masked). Empty while RV(port.listening) when only processes this PID namespace cannot see hold it.
+      type: list
+      elements: dict
+      sample: [{pid: 4200, ppid: 1, name: python3, state: S, cmdline: python3 -m sglang.launch_server --port 30000}]
+  sample: {port: 30000, listening: true, holders: []}
 release:
   description: The installed SGLang's version.
   returned: action is release or check_args
@@ -568,6 +594,7 @@ def main():
             config_path=dict(type='path'),
             secrets_path=dict(type='path'),
             record_path=dict(type='path'),
+            port=dict(type='int'),
             presets=dict(type='list', elements='str', default=['sglang']),
             patterns=dict(type='list', elements='str', default=[]),
             default_url=dict(type='str', default='http://127.0.0.1:30000'),

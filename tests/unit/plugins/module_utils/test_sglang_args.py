@@ -299,7 +299,8 @@ def test_check_message_masks_secrets(sglang):
 def test_release_only(sglang):
     release, path = sglang
     rc, out, dummy = run_check(path, ['--release-only'])
-    assert rc == 0 and [json.loads(line) for line in out.splitlines()] == [{'release': release}]
+    assert rc == 0 and [json.loads(line) for line in out.splitlines()] == [
+        {'release': release, 'package': os.path.join(path, 'sglang')}]
 
 
 def test_check_without_sglang(tmp_path):

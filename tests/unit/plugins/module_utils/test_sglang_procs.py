@@ -220,3 +220,53 @@ def test_find_with_drain_drains_each_server_and_stops_at_the_first_still_busy(tw
     assert [(d['pid'], d['url'], d['drained']) for d in found['drains']] == \
         [(100, 'http://127.0.0.1:%d' % idle.server_address[1], True), (200, 'http://127.0.0.1:%d' % busy.server_address[1], True)]
     assert 'drains' not in find_and_drain(procfs, drain=False)
+
+
+TCP_HEADER = '  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n'
+
+
+def tcp_line(local, state, inode, remote='00000000:0000'):
+    return '   0: %s %s %s 00000000:00000000 00:00000000 00000000     0        0 %d 1 0000000000000000 100 0 0 10 0\n' % (
+        local, remote, state, inode)
+
+
+def sockets(root, pid, *inodes):
+    fd = root / str(pid) / 'fd'
+    fd.mkdir(exist_ok=True)
+    for n, inode in enumerate(inodes, 3):
+        (fd / str(n)).symlink_to('socket:[%d]' % inode)
+
+
+def test_port_holders_are_the_processes_with_a_listening_socket_on_the_port(tree, tmp_path):
+    net = tmp_path / 'net'
+    net.mkdir()
+    # 31000 = 0x7918: the server listens on IPv6 (any address); 8080 = 0x1F90: the training job on IPv4; a
+    # connection to 31000 held by the grep is no listener (state 01); a listener on 9090 (0x2382) that no process
+    # this namespace sees holds.
+    (net / 'tcp').write_text(TCP_HEADER + tcp_line('0100007F:1F90', '0A', 7001)
+                             + tcp_line('0100007F:D431', '01', 7002, remote='0100007F:7918')
+                             + tcp_line('0100007F:7918', '01', 7003) + tcp_line('00000000:2382', '0A', 7004))
+    (net / 'tcp6').write_text(TCP_HEADER + tcp_line('00000000000000000000000000000000:7918', '0A', 7005))
+    sockets(tmp_path, 100, 7005)
+    sockets(tmp_path, 300, 7002, 7003)
+    sockets(tmp_path, 400, 7001)
+    table, redact = tree.snapshot(), Redactor(['k-123456'])
+
+    held = sprocs.port_holders(tree, table, 31000, redact)
+    assert held['listening'] and [h['pid'] for h in held['holders']] == [100]
+    assert 'k-123456' not in held['holders'][0]['cmdline']
+    assert [h['pid'] for h in sprocs.port_holders(tree, table, 8080, redact)['holders']] == [400]
+    assert sprocs.port_holders(tree, table, 9090, redact) == {'port': 9090, 'listening': True, 'holders': []}
+    assert sprocs.port_holders(tree, table, 9999, redact) == {'port': 9999, 'listening': False, 'holders': []}
+
+
+def test_find_with_a_port_reports_its_holders_beside_the_servers(tree, tmp_path):
+    (tmp_path / 'net').mkdir()
+    (tmp_path / 'net' / 'tcp').write_text(TCP_HEADER + tcp_line('00000000:7918', '0A', 7005))
+    sockets(tmp_path, 100, 7005)
+    found = perform({'action': 'find', 'presets': ['sglang'], 'patterns': [], 'default_url': 'http://127.0.0.1:30000',
+                     'port': 31000}, Deps(tree, None))
+    assert [s['pid'] for s in found['servers']] == [100]
+    assert found['port']['listening'] and [h['pid'] for h in found['port']['holders']] == [100]
+    assert 'port' not in perform({'action': 'find', 'presets': ['sglang'], 'patterns': [],
+                                  'default_url': 'http://127.0.0.1:30000'}, Deps(tree, None))

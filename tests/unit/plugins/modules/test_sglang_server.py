@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import socket
 import stat
 import sys
 import textwrap
@@ -275,3 +276,19 @@ def test_ready_of_a_server_gone_before_the_first_check_says_it_exited_while_load
     assert outcome == 'fail' and result['died'] and not result['ready']
     assert result['msg'].startswith('the SGLang server %d exited while loading, before the first check' % child)
     assert 'CUDA error: out of memory' in result['msg'] and result['log_tail'] == ['RuntimeError: CUDA error: out of memory']
+
+
+def test_find_names_the_process_that_listens_on_the_port(run_module, base):
+    """A real listening socket of this process, read back from /proc/net and /proc/PID/fd."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        listener.bind(('127.0.0.1', 0))
+        listener.listen(1)
+        port = listener.getsockname()[1]
+        outcome, result, dummy = run_module(sglang_server, dict(base, action='find', port=port))
+        assert outcome == 'exit', result
+        assert result['port']['listening'] and os.getpid() in [h['pid'] for h in result['port']['holders']]
+    finally:
+        listener.close()
+    outcome, result, dummy = run_module(sglang_server, dict(base, action='find', port=port))
+    assert result['port'] == {'port': port, 'listening': False, 'holders': []}
