@@ -18,13 +18,14 @@ import urllib.request
 
 from .common import BENCH
 
+from gpusim import standin  # noqa: E402  (on sys.path once .common is imported)
+
 CALLBACK_DIR = os.path.join(BENCH, "callback_plugins")
 # Actions that run on the controller only: no module is sent to the node.
 CONTROLLER_ACTIONS = {
     "set_fact", "assert", "debug", "fail", "meta", "include_tasks", "import_tasks", "include_role", "import_role",
     "include_vars", "add_host", "group_by", "set_stats", "pause", "validate_argument_spec", "end_play", "end_host",
 }
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def callback_env(path):
@@ -167,7 +168,7 @@ class LoadGen:
             sent = time.monotonic()
             req = urllib.request.Request(self.url + "/generate", self.body, {"content-type": "application/json"})
             try:
-                with _OPENER.open(req, timeout=self.timeout) as res:
+                with standin.OPENER.open(req, timeout=self.timeout) as res:
                     res.read()
                     ok = res.status == 200
             except (urllib.error.URLError, OSError, ValueError):

@@ -20,8 +20,8 @@ def close_tenants():
     """After each test, close the tenants it left: those it expected to be stopped, and all of them when it failed
     (each has a directory in the host's temporary directory)."""
     yield
-    while Tenant.open:
-        Tenant.open[-1].close()
+    while Tenant.unclosed:
+        Tenant.unclosed[-1].close()
 
 
 @pytest.fixture(scope="module")

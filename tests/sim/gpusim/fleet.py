@@ -36,10 +36,7 @@ ROLES = os.path.join(REPO_ROOT, "roles")
 ANSIBLE = os.path.join(os.path.dirname(VENV_PYTHON), "ansible")
 ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(VENV_PYTHON), "ansible-playbook")
 
-
 COLLECTIONS = os.path.join(REPO_ROOT, "build", "collections")
-
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def http_get(url: str, timeout: float = 10, api_key: str = None):
@@ -47,7 +44,7 @@ def http_get(url: str, timeout: float = 10, api_key: str = None):
     (None, None) when nothing answers."""
     request = urllib.request.Request(url, headers={"Authorization": "Bearer " + api_key} if api_key else {})
     try:
-        with _OPENER.open(request, timeout=timeout) as res:
+        with standin.OPENER.open(request, timeout=timeout) as res:
             body = res.read().decode(errors="replace")
             return res.status, (json.loads(body) if body[:1] in ("{", "[") else body)
     except urllib.error.HTTPError as e:
@@ -205,7 +202,7 @@ class Request(threading.Thread):
         req = urllib.request.Request(self.url + "/generate", json.dumps(self.body).encode(),
                                      {"content-type": "application/json"})
         try:
-            with _OPENER.open(req, timeout=300) as res:
+            with standin.OPENER.open(req, timeout=300) as res:
                 self.result = (res.status, json.loads(res.read()))
         except urllib.error.HTTPError as e:
             self.result = (e.code, e.read().decode(errors="replace"))

@@ -35,7 +35,8 @@ FAST_ENV = {"GPUSIM_SGLANG_LOAD_SECONDS": "0.3", "GPUSIM_SGLANG_WARMUP_SECONDS":
             "GPUSIM_SGLANG_TOKEN_DELAY": "0.005", "GPUSIM_SGLANG_WATCHDOG_INTERVAL": "0.2",
             "GPUSIM_SGLANG_HEALTH_POLL_SECONDS": "0.1"}
 RELEASES = ("0.5.23", "0.5.14")  # the contracts in standin/contracts
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+# The simulated nodes answer on loopback: an http_proxy in the environment must not take their requests.
+OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def standin_root() -> str:
@@ -201,7 +202,7 @@ class Launch:
         req = urllib.request.Request(self.url + path, data, dict({"content-type": "application/json"},
                                                                  **(headers or {})))
         try:
-            with _OPENER.open(req, timeout=timeout) as res:
+            with OPENER.open(req, timeout=timeout) as res:
                 status, raw = res.status, res.read()
         except urllib.error.HTTPError as e:
             status, raw = e.code, e.read()

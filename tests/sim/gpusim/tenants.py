@@ -71,11 +71,11 @@ class Tenant:
     as another user (setpriv); ``container`` runs it in a nested PID namespace of that name;
     ``linger`` is how long it takes to exit after SIGTERM.
 
-    ``Tenant.open`` lists those not closed yet, so that a test's teardown can close what the
+    ``Tenant.unclosed`` lists those not closed yet, so that a test's teardown can close what the
     test left (a tenant it expected to be stopped, or every tenant of a test that failed).
     """
 
-    open = []
+    unclosed = []
 
     def __init__(self, sb, name, args=(), devices=(), gpu=None, mib=0, setsid=True, user=None, container=None,
                  linger=0):
@@ -83,7 +83,7 @@ class Tenant:
         self.name = name
         self.dir = tempfile.mkdtemp(prefix="gpusim-tenant-%s-" % os.path.splitext(name)[0])
         self.popen = None
-        Tenant.open.append(self)
+        Tenant.unclosed.append(self)
         os.chmod(self.dir, 0o777)
         self.script = os.path.join(self.dir, name)
         with open(self.script, "w") as f:
@@ -145,5 +145,5 @@ class Tenant:
             self.popen.kill()
             self.popen.wait(10)
         shutil.rmtree(self.dir, ignore_errors=True)
-        if self in Tenant.open:
-            Tenant.open.remove(self)
+        if self in Tenant.unclosed:
+            Tenant.unclosed.remove(self)
