@@ -83,7 +83,7 @@ $(COLLECTION_LINK):
 # first failing stage; make test fails when either did.
 TEST_STAGES := sanity units lint docs-lint simtest integration
 CONTAINER_STAGES := molecule gpucheck galaxy-import ee
-test: test-begin deps venv sim $(COLLECTION_LINK)  ## Run every test stage (logs and times in build/logs)
+test: test-begin deps venv sim gateway $(COLLECTION_LINK)  ## Run every test stage (logs and times in build/logs)
 	@status=0; \
 	STAGE_QUIET=1 $(MAKE) --no-print-directory $(CONTAINER_STAGES) >$(LOGS)/container-lane.out 2>&1 & lane=$$!; \
 	echo "== container lane ($(CONTAINER_STAGES)) runs beside the others: $(LOGS)/container-lane.out"; \
@@ -125,14 +125,14 @@ PYTEST_WORKERS ?= 3
 
 # Every test here has fixtures of its own: each is handed to the first free worker. The node
 # image's test runs in the molecule stage, which builds the image.
-simtest: venv sim  ## Tests of the simulated GPU node itself
+simtest: venv sim gateway  ## Tests of the simulated GPU node itself
 	@$(STAGE) simtest $(BIN)/pytest -n $(PYTEST_WORKERS) --durations=10 tests/sim --ignore=tests/sim/test_image.py
 
 # --dist loadscope: a module's tests run on one worker, in order, so that a module-scoped
 # simulated node (and its server) is set up once, as without xdist. --no-loadscope-reorder:
 # the modules start in file order, not by their number of tests, so the two longest,
 # test_failed_launch and test_fleet_safety (one node each through slow restarts), start first.
-integration: venv sim $(COLLECTION_LINK)  ## Modules, roles and playbooks against sandboxed simulated nodes
+integration: venv sim gateway $(COLLECTION_LINK)  ## Modules, roles and playbooks against sandboxed simulated nodes
 	@$(STAGE) integration $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder \
 	  --durations=25 tests/integration
 
@@ -168,7 +168,7 @@ playground: venv sim $(COLLECTION_LINK)  ## Leave a simulated 8-GPU node with an
 playground-stop:  ## Stop what make playground started
 	$(PY) demo/playground.py stop --workdir $(PLAYGROUND)
 
-bench: venv sim $(COLLECTION_LINK)  ## Benchmarks against the hand procedures (bench/results/)
+bench: venv sim gateway $(COLLECTION_LINK)  ## Benchmarks against the hand procedures (bench/results/)
 	$(PY) bench/run.py $(BENCH_ARGS)
 
 # --- packaging -------------------------------------------------------------

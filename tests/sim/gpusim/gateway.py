@@ -1,0 +1,171 @@
+# Copyright: (c) 2026, gpuops maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The real SGLang Model Gateway (PyPI sglang-router, in build/gateway) on a simulated node.
+
+    gw = Gateway(node.sandbox, worker_urls=[node.url]).start().wait_up()
+    gw.workers()                     # GET /workers: [{"id", "url", "is_healthy", ...}]
+    gw.add(url); gw.remove(worker_id)
+    gw.terminated()                  # whether its log says it received a terminate signal
+
+It is started in a session of its own, as a team runs it beside its servers (nohup, a unit),
+listening on 127.0.0.1 with its Prometheus server on 127.0.0.1 too (it listens on
+0.0.0.0:29000 unless told). ``python -m sglang_router.launch_router`` retitles itself
+``sglang::router`` (sglang_router/launch_router.py, launch_router(), in the 0.3.2 wheel), so
+its /proc/PID/cmdline reads ``sglang::router`` once it runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+from gpusim import net, standin
+from gpusim.nvml import REPO_ROOT
+
+GATEWAY_PYTHON = os.path.join(REPO_ROOT, "build", "gateway", "bin", "python")
+# The Rust router's log line on SIGTERM or SIGINT (sglang-router 0.3.2, src/server.rs, seen in its log).
+TERMINATE_LINE = "Received terminate signal"
+
+
+def installed() -> bool:
+    return os.access(GATEWAY_PYTHON, os.X_OK)
+
+
+class Gateway:
+    """The gateway inside sandbox SB (or on this host when SB is None), in front of WORKER_URLS."""
+
+    def __init__(self, sb, worker_urls=(), port: int = None, policy: str = "round_robin", args=(),
+                 log_path: str = None, module: str = "sglang_router.launch_router"):
+        self.sb = sb
+        self.port = port or net.free_port()
+        self.prometheus_port = net.free_port()
+        self.url = "http://127.0.0.1:%d" % self.port
+        workdir = sb.workdir if sb is not None else os.getcwd()
+        self.log_path = log_path or os.path.join(workdir, "gateway-%d.log" % self.port)
+        self.argv = [GATEWAY_PYTHON, "-m", module, "--host", "127.0.0.1", "--port", str(self.port),
+                     "--prometheus-host", "127.0.0.1", "--prometheus-port", str(self.prometheus_port),
+                     "--policy", policy] + (["--worker-urls"] + list(worker_urls) if worker_urls else []) + list(args)
+        self.proc = None
+        self.pid = None         # the gateway's PID (inside the sandbox)
+        self.start_time = None  # /proc/PID/stat field 22 of that PID
+
+    running = []
+
+    def start(self) -> "Gateway":
+        Gateway.running.append(self)
+        env = dict(os.environ, NO_COLOR="1", RUST_LOG_STYLE="never")
+        env.pop("PYTHONPATH", None)
+        with open(self.log_path, "ab") as log:
+            kwargs = dict(stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            if self.sb is not None:
+                self.proc = self.sb.popen(["setsid"] + self.argv, env=env, **kwargs)
+            else:
+                self.proc = subprocess.Popen(self.argv, env=env, **kwargs)
+        return self
+
+    def stop(self) -> None:
+        if self.pid is not None and self.alive():
+            self._kill("KILL")
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        if self in Gateway.running:
+            Gateway.running.remove(self)
+
+    def _kill(self, name: str) -> None:
+        argv = ["kill", "-" + name, str(self.pid)]
+        if self.sb is not None:
+            self.sb.run(argv)
+        else:
+            subprocess.run(argv, check=False)
+
+    def _procs(self) -> list:
+        if self.sb is not None:
+            return self.sb.procs()
+        raise NotImplementedError("a gateway on the host is found by its Popen only")
+
+    def find_pid(self, timeout: float = 30) -> int:
+        """The gateway's PID: the process titled sglang::router that no other Gateway of the same
+        sandbox has (the setsid wrapper execs into Python, which retitles itself)."""
+        taken = set(g.pid for g in Gateway.running if g is not self and g.sb is self.sb)
+        deadline = time.monotonic() + timeout
+        while self.pid is None:
+            for p in self._procs():
+                if p["cmdline"][:1] == ["sglang::router"] and p["state"] != "Z" and p["pid"] not in taken:
+                    self.pid = p["pid"]
+            if self.pid is None:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("gateway not found; log:\n" + self.log()[-3000:])
+                time.sleep(0.05)
+        self.start_time = self.stat_start()
+        return self.pid
+
+    def stat_start(self):
+        """Field 22 of /proc/PID/stat (the start time in clock ticks) of the gateway's PID."""
+        argv = ["cat", "/proc/%d/stat" % self.pid]
+        out = (self.sb.run(argv, capture_output=True, text=True) if self.sb is not None
+               else subprocess.run(argv, capture_output=True, text=True)).stdout
+        if not out:
+            return None
+        return int(out[out.rindex(")") + 2:].split()[19])
+
+    def alive(self) -> bool:
+        return self.pid is not None and self.stat_start() == self.start_time
+
+    def log(self) -> str:
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+    def terminated(self) -> bool:
+        return TERMINATE_LINE in self.log()
+
+    # -- HTTP --
+
+    def request(self, method: str, path: str, body: dict = None, timeout: float = 10):
+        """(status, parsed JSON or text); (None, None) when nothing answers."""
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data, {"content-type": "application/json"}, method=method)
+        try:
+            with standin.OPENER.open(req, timeout=timeout) as res:
+                status, raw = res.status, res.read()
+        except urllib.error.HTTPError as e:
+            status, raw = e.code, e.read()
+        except OSError:
+            return None, None
+        text = raw.decode(errors="replace")
+        try:
+            return status, json.loads(text)
+        except ValueError:
+            return status, text
+
+    def workers(self) -> list:
+        status, body = self.request("GET", "/workers")
+        if status != 200:
+            raise RuntimeError("GET /workers answered %s: %r" % (status, body))
+        return body["workers"]
+
+    def add(self, url: str, **fields) -> dict:
+        return self.request("POST", "/workers", dict(fields, url=url))
+
+    def remove(self, worker_id: str) -> dict:
+        return self.request("DELETE", "/workers/" + worker_id)
+
+    def wait_up(self, timeout: float = 60, healthy: int = 0) -> "Gateway":
+        """Wait until GET /workers answers and lists HEALTHY healthy workers; fail with the log."""
+        deadline = time.monotonic() + timeout
+        while True:
+            status, body = self.request("GET", "/workers", timeout=5)
+            if status == 200 and sum(1 for w in body["workers"] if w.get("is_healthy")) >= healthy:
+                break
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("gateway not up (exit %s, /workers %s); log:\n%s"
+                                   % (self.proc.poll(), status, self.log()[-4000:]))
+            time.sleep(0.1)
+        if self.sb is not None:
+            self.find_pid()
+        return self
