@@ -130,20 +130,19 @@ def parse_environ(raw):
 TCP_LISTEN = '0A'  # the st column of /proc/net/tcp and tcp6 for a listening socket
 
 
-def parse_tcp_listeners(raw, port):
-    """Inodes of the sockets that /proc/net/tcp or tcp6 (RAW) lists as listening on PORT."""
-    inodes = set()
+def parse_tcp_listening(raw):
+    """``{inode: port}`` of the sockets that /proc/net/tcp or tcp6 (RAW) lists as listening."""
+    found = {}
     for line in _text(raw).splitlines()[1:]:
         fields = line.split()
         # sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode ...
-        if len(fields) < 10 or fields[3] != TCP_LISTEN:
+        if len(fields) < 10 or fields[3] != TCP_LISTEN or fields[9] == '0':
             continue
         try:
-            if int(fields[1].rsplit(':', 1)[1], 16) == port and fields[9] != '0':
-                inodes.add(int(fields[9]))
+            found[int(fields[9])] = int(fields[1].rsplit(':', 1)[1], 16)
         except (IndexError, ValueError):
             continue
-    return inodes
+    return found
 
 
 class ProcFS:
@@ -228,15 +227,32 @@ class ProcFS:
                 pass
         return targets
 
-    def tcp_listeners(self, port):
-        """Inodes of the TCP sockets (IPv4 and IPv6) listening on PORT in this process's network namespace."""
-        inodes = set()
+    def tcp_listening(self):
+        """``{inode: port}`` of the TCP sockets (IPv4 and IPv6) listening in this process's network namespace."""
+        found = {}
         for name in ('tcp', 'tcp6'):
             try:
-                inodes |= parse_tcp_listeners(_read(os.path.join(self.root, 'net', name)), port)
+                found.update(parse_tcp_listening(_read(os.path.join(self.root, 'net', name))))
             except (IOError, OSError):
                 pass  # no IPv6 in this kernel
-        return inodes
+        return found
+
+    def tcp_listeners(self, port):
+        """Inodes of the TCP sockets (IPv4 and IPv6) listening on PORT in this process's network namespace."""
+        return set(inode for inode, listening in self.tcp_listening().items() if listening == port)
+
+    def listening_ports(self, pids, listening=None):
+        """The TCP ports on which a socket that one of PIDS holds listens, sorted; LISTENING is what
+        tcp_listening() returned, read once for several calls."""
+        listening = self.tcp_listening() if listening is None else listening
+        ports = set()
+        for pid in pids:
+            for target in self.open_files(pid):
+                if target.startswith('socket:['):
+                    port = listening.get(int(target[8:-1]))
+                    if port is not None:
+                        ports.add(port)
+        return sorted(ports)
 
     def pid_namespace(self, pid):
         """The PID namespace of a process as ``pid:[INODE]``, or None when it cannot be read."""

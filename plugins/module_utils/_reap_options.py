@@ -25,16 +25,28 @@ _PYTHON = r'\S*python[0-9.]*(?:\s+(?:-[XW]\s*\S+|-[A-Za-z]+))*?'
 # Command lines of an SGLang server and of its titled children, anchored at the first
 # argument so that `grep sglang`, `tail -f /var/log/sglang/server.log` or
 # `vim /etc/sglang/serve.yaml` are never selected (a bare `sglang` would select them).
-# Titles: sglang 0.5.23 srt/managers/scheduler.py run_scheduler_process
-# ("sglang::scheduler" plus a suffix such as _TP3 or _DP0_PP1_TP0_EP0),
+# The `sglang` command is the console script sglang.cli.main:main (the wheel's
+# entry_points.txt). The titles are named one by one, each as the release sets it with
+# setproctitle (the same lines in 0.5.14 and 0.5.23, srt/managers/): scheduler.py
+# run_scheduler_process ("sglang::scheduler" plus a suffix such as _TP3 or _DP0_PP1_TP0_EP0),
 # detokenizer_manager.py ("sglang::detokenizer"), data_parallel_controller.py
 # ("sglang::data_parallel_controller"), multi_tokenizer_mixin.py ("sglang::detokenizer_router",
-# "sglang::tokenizer_worker:PID"). The `sglang` command is the console script
-# sglang.cli.main:main (the wheel's entry_points.txt).
+# "sglang::tokenizer_worker:PID"); and sglang-router 0.3.2's launch_server.py run_server()
+# ("sglang::server", a server that the gateway's co-launcher started). Not every `sglang::`
+# title: the SGLang Model Gateway calls itself "sglang::router" (_gateway_procs), and it is never
+# a server.
+SGLANG_TITLES = (
+    r'scheduler(?:_[A-Za-z0-9_]+)?',
+    r'detokenizer',
+    r'data_parallel_controller',
+    r'detokenizer_router',
+    r'tokenizer_worker:[0-9]+',
+    r'server',
+)
 SGLANG_PATTERNS = (
     r'^' + _PYTHON + r'\s+-[A-Za-z]*m\s*sglang\.launch_server(?:\s|$)',
     r'^(?:' + _PYTHON + r'\s+)?(?:\S*/)?sglang\s+serve(?:\s|$)',
-    r'^sglang::',
+    r'^sglang::(?:' + '|'.join(SGLANG_TITLES) + r')(?:\s|$)',
 )
 
 PRESETS = {'sglang': SGLANG_PATTERNS}
@@ -148,7 +160,7 @@ class Options:
     def __init__(self, patterns=(), environ=(), pids=(), nvml_processes=False, device_holders=False, devices=(),
                  protect=DEFAULT_PROTECT, descendants=True, sessions=True, other_namespaces=False,
                  max_processes=512, kill_mode='mixed', term_signal=signal.SIGTERM, term_timeout=30.0,
-                 kill_timeout=10.0):
+                 kill_timeout=10.0, protect_gateways=True):
         self.patterns = list(patterns)            # [(text, compiled)]
         self.environ = list(environ)              # [(name, text, compiled)]
         self.pids = set(pids)
@@ -164,6 +176,7 @@ class Options:
         self.term_signal = int(term_signal)
         self.term_timeout = float(term_timeout)
         self.kill_timeout = float(kill_timeout)
+        self.protect_gateways = protect_gateways
 
 
 def parse_options(params):
@@ -210,4 +223,5 @@ def parse_options(params):
         other_namespaces=params['other_namespaces'], max_processes=params['max_processes'],
         kill_mode=params['kill_mode'], term_signal=parse_signal(params['term_signal']),
         term_timeout=_seconds(params, 'term_timeout'), kill_timeout=_seconds(params, 'kill_timeout'),
+        protect_gateways=params['protect_gateways'],
     )

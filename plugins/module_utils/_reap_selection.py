@@ -17,6 +17,7 @@ import fnmatch
 import os
 import re
 
+from ansible_collections.gpuops.host.plugins.module_utils import _gateway_procs as gateway
 from ansible_collections.gpuops.host.plugins.module_utils._reap_options import NVIDIA_DEVICES
 
 _MATCHERS = {}
@@ -93,6 +94,7 @@ class Selection:
         self._nvml = None       # {pid: (start time, reasons)} once the NVML listing is resolved
         self._pid_starts = None  # {pid: start time} of the processes ``pids`` named at the first scan
         self._zombie_starts = {}  # {pid: start time} of the zombies in ``zombies``
+        self._gateways = {}     # {pid: gateway pid} of the table being chosen from (gateway.members)
 
     # -- why a process is spared --
 
@@ -109,6 +111,11 @@ class Selection:
         hits = proc.names() & self.options.protect
         if hits:
             return 'protected name %s' % sorted(hits)[0]
+        gw = self._gateways.get(proc.pid)
+        if gw == proc.pid:
+            return 'SGLang Model Gateway'
+        if gw is not None:
+            return 'started by the SGLang Model Gateway %d: stopped through it, or when named in pids' % gw
         return None
 
     def _spare(self, proc, reasons, table):
@@ -174,6 +181,13 @@ class Selection:
         reasons.extend(nvml.get(proc.pid, []))
         return reasons
 
+    def _named(self, table):
+        """The PIDs of TABLE that ``pids`` named: the processes that had them at the first scan."""
+        if self._pid_starts is None:
+            # PIDs given are the processes that have them now, not whoever reuses them later
+            self._pid_starts = dict((pid, table[pid].start) for pid in self.options.pids if pid in table)
+        return set(pid for pid, start in self._pid_starts.items() if pid in table and table[pid].start == start)
+
     def roots(self, table, devices=False):
         """``{pid: [reason]}`` of the processes the selectors name directly."""
         if devices:
@@ -183,9 +197,7 @@ class Selection:
                 if held:
                     chosen[pid] = ['device %s' % f for f in held]
             return chosen
-        if self._pid_starts is None:
-            # PIDs given are the processes that have them now, not whoever reuses them later
-            self._pid_starts = dict((pid, table[pid].start) for pid in self.options.pids if pid in table)
+        self._named(table)
         nvml = self._nvml_matches(table) if self.options.nvml_processes else {}
         found = ((pid, self._root_reasons(proc, nvml)) for pid, proc in table.items())
         return dict((pid, reasons) for pid, reasons in found if reasons)
@@ -229,6 +241,9 @@ class Selection:
         """
         known = dict((pid, t) for pid, t in (known or {}).items()
                      if pid in table and table[pid].start == t.proc.start)
+        self._gateways = {}
+        if self.options.protect_gateways:
+            self._gateways = gateway.members(table, exempt=self._named(table))
         picked = {}
         for pid, reasons in sorted(self.roots(table, devices).items()):
             if pid not in known and not self._spare(table[pid], reasons, table):

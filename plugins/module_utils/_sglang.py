@@ -238,15 +238,34 @@ def find(p, deps):
     elsewhere = None
     if not p.get('other_namespaces') and deps.self_pids:
         elsewhere = Place(deps.procfs, deps.self_pids[0]).elsewhere
+    named = p.get('pids') or []
     servers, apart = sprocs.find_servers(deps.procfs, table, patterns, record, p['default_url'], redact,
-                                         deps.self_pids, elsewhere)
+                                         deps.self_pids, elsewhere, named)
     recorded = [s for s in servers if s['recorded']]
-    found = {'servers': servers, 'elsewhere': apart, 'record': record, 'recorded': recorded[0] if recorded else None}
+    found = {'servers': servers, 'elsewhere': apart, 'record': record, 'recorded': recorded[0] if recorded else None,
+             'gateways': sprocs.gateways(deps.procfs, table, redact, named)}
     if p.get('port'):
         found['port'] = sprocs.port_holders(deps.procfs, table, p['port'], redact)
     if p.get('drain'):
+        _refuse_colaunched(found)
         found['drains'] = _drain_each(found, p, deps)
     return found
+
+
+def _refuse_colaunched(found):
+    """ActionFailed when a gateway's co-launcher runs servers of its own: stopping them behind its back is no
+    restart (the launcher neither restarts them nor tells its router), so they are stopped through it."""
+    lines = []
+    for gw in found['gateways']:
+        for server in gw['colaunched']:
+            lines.append('%d (%s, port %s) was started by the SGLang Model Gateway launcher %d (%s)' % (
+                server['pid'], server['cmdline'], ', '.join(str(p) for p in server['ports']) or 'unknown',
+                gw['pid'], gw['cmdline']))
+    if lines:
+        raise ActionFailed(
+            'not stopping servers that the SGLang Model Gateway co-launched: %s; stopping them behind the launcher\'s '
+            'back is not a restart. Stop the launcher itself, or name the servers in pids (sglang_stop_pids) to '
+            'stop them anyway; nothing was drained or signalled' % '; '.join(lines), found)
 
 
 def _drain_each(found, p, deps):

@@ -17,6 +17,8 @@ from __future__ import annotations
 import os
 import re
 
+from ansible_collections.gpuops.host.plugins.module_utils import _gateway_procs as gateway
+
 MARKER = 'GPUOPS_RUN'
 SCHEDULER_TITLE = 'sglang::scheduler'
 _PORT = re.compile(r'^--port(?:=(\d+))?$')
@@ -91,7 +93,7 @@ def port_holders(procfs, table, port, redact):
     return {'port': port, 'listening': bool(sockets), 'holders': holders}
 
 
-def find_servers(procfs, table, patterns, record, default_url, redact, self_pids=(), elsewhere=None):
+def find_servers(procfs, table, patterns, record, default_url, redact, self_pids=(), elsewhere=None, named=()):
     """The SGLang servers running now, as dicts: pid, start, url, cmdline, marker, recorded, session,
     schedulers, tree; and, apart, those that run in another PID namespace or container (ELSEWHERE(pid)
     gives the reason, or None for a process beside this one), with the reason.
@@ -99,12 +101,19 @@ def find_servers(procfs, table, patterns, record, default_url, redact, self_pids
     A process is a server's main process when its command line matches one of PATTERNS, or its
     environment carries RECORD's run marker, and it is no titled child and its parent is no main
     process itself. The server that RECORD (``server.json`` of sglang_launch) describes gets the URL
-    recorded there; any other answers on the ``--host``/``--port`` of its command line, or DEFAULT_URL."""
+    recorded there; any other answers on the ``--host``/``--port`` of its command line, or DEFAULT_URL.
+
+    Nothing of an SGLang Model Gateway's tree is a server here (see gateways()), except the
+    processes that NAMED lists: a co-launched server (``sglang::server``) named so is one."""
     compiled = compile_patterns(patterns)
     marker = (record or {}).get('marker')
+    named = set(named)
+    gated = gateway.members(table, exempt=named)
     mains = {}
     for proc in table.values():
-        if proc.zombie or proc.kernel_thread or proc.pid in self_pids or not proc.cmdline or is_title(proc):
+        if proc.zombie or proc.kernel_thread or proc.pid in self_pids or not proc.cmdline or proc.pid in gated:
+            continue
+        if is_title(proc) and not (proc.pid in named and gateway.is_colaunched_title(proc)):
             continue
         matched = [p.pattern for p in compiled if p.search(proc.command)]
         env_marker = None
@@ -112,7 +121,7 @@ def find_servers(procfs, table, patterns, record, default_url, redact, self_pids
             env = procfs.environ(proc.pid) or {}
             env_marker = env.get(MARKER)
         recorded = bool(marker) and env_marker == marker
-        if matched or recorded:
+        if matched or recorded or proc.pid in named:
             mains[proc.pid] = (proc, env_marker, recorded)
     servers, apart = [], []
     for pid in sorted(mains):
@@ -125,6 +134,9 @@ def find_servers(procfs, table, patterns, record, default_url, redact, self_pids
             continue
         members = tree(table, proc)
         url = record.get('url') if recorded and record.get('url') else url_of(proc.cmdline, default_url)
+        if gateway.is_colaunched_title(proc):
+            ports = procfs.listening_ports([proc.pid])
+            url = 'http://127.0.0.1:%d' % ports[0] if ports else url
         servers.append({
             'pid': proc.pid, 'start': proc.start, 'url': url.rstrip('/'), 'cmdline': redact(proc.command),
             'marker': env_marker, 'recorded': recorded, 'session': proc.sid if proc.sid == proc.pid else None,
@@ -132,6 +144,31 @@ def find_servers(procfs, table, patterns, record, default_url, redact, self_pids
             'tree': [describe(p, redact) for p in members],
         })
     return servers, apart
+
+
+def gateways(procfs, table, redact, named=()):
+    """The SGLang Model Gateways of TABLE, as dicts: pid, start, user, cmdline, ports (where it
+    listens), and colaunched: the servers it started itself (``sglang::server``: pid, cmdline, ports,
+    schedulers), unless NAMED lists them. Nothing here is ever drained or stopped by a server's stop."""
+    gated = gateway.members(table, exempt=set(named))
+    listening = procfs.tcp_listening()
+    found = []
+    for pid in sorted(p for p, root in gated.items() if p == root):
+        proc = table[pid]
+        colaunched = []
+        for child in sorted(p for p, root in gated.items() if root == pid and p != pid):
+            member = table[child]
+            if member.zombie or not gateway.is_colaunched_title(member):
+                continue
+            members = tree(table, member)
+            colaunched.append({
+                'pid': child, 'cmdline': redact(member.command),
+                'ports': procfs.listening_ports([child], listening),
+                'schedulers': sum(1 for p in members if p.cmdline[:1] and p.cmdline[0].startswith(SCHEDULER_TITLE)),
+            })
+        found.append({'pid': pid, 'start': proc.start, 'user': procfs.owner(pid), 'cmdline': redact(proc.command),
+                      'ports': procfs.listening_ports([pid], listening), 'colaunched': colaunched})
+    return found
 
 
 def check_environ(procfs, table, pid, wanted, min_schedulers, redact):

@@ -32,6 +32,8 @@ description:
   - PID 1, kernel threads, the module's own process and its ancestors (the shells and the SSH session Ansible
     runs it through) are never signalled, whatever the options say; nor are processes named in O(protect) or in
     the built-in list of O(protect_defaults).
+  - The SGLang Model Gateway (PyPI C(sglang-router)), which routes to the servers, is never stopped by default
+    (O(protect_gateways)), nor is anything it started - it is reported in RV(protected) instead.
   - The run is refused before anything is signalled, in check mode too, when a pattern or environment expression
     matches the empty string (and so every process), when O(devices) names files other than per-GPU device files,
     when the selection has more than O(max_processes) processes, when a timeout is not a finite number, and when
@@ -84,8 +86,12 @@ options:
       - V(sglang) selects C(python -m sglang.launch_server ...) with any interpreter options
         (C(python3 -X faulthandler -W ignore -u -m sglang.launch_server)) and any interpreter path
         (C(/opt/venv/bin/python3.11)), C(sglang serve ...) (also by path, or run through a Python interpreter),
-        and the titled children C(sglang::scheduler_TP3), C(sglang::scheduler_DP0_PP1_TP0_EP0),
-        C(sglang::detokenizer), C(sglang::data_parallel_controller) and so on; the EXAMPLES show its patterns.
+        and the titled children of a server, each title named as SGLang 0.5.14 and 0.5.23 set it -
+        C(sglang::scheduler) with its suffix (C(sglang::scheduler_TP3), C(sglang::scheduler_DP0_PP1_TP0_EP0)),
+        C(sglang::detokenizer), C(sglang::data_parallel_controller), C(sglang::detokenizer_router),
+        C(sglang::tokenizer_worker:PID) - and C(sglang::server), a server that the SGLang Model Gateway's
+        co-launcher (C(python -m sglang_router.launch_server)) started.
+      - Not every C(sglang::) title - the gateway titles itself C(sglang::router); see O(protect_gateways).
     type: list
     elements: str
     choices: [sglang]
@@ -187,6 +193,20 @@ options:
       - V(false) drops that list. PID 1, kernel threads, the module and its ancestors stay protected.
     type: bool
     default: true
+  protect_gateways:
+    description:
+      - Never signal the SGLang Model Gateway (PyPI C(sglang-router)) nor anything below it in the process tree,
+        whatever selected it (a pattern, a session it shares with a server, a held device).
+      - A gateway is C(python -m sglang_router.launch_router ...), which titles itself C(sglang::router); the
+        co-launcher C(python -m sglang_router.launch_server ...), which starts its own servers (titled
+        C(sglang::server)) and then titles itself C(sglang::router); and the wheel's console scripts C(smg),
+        C(amg) and C(sglang-router) with the subcommand C(launch) or C(server).
+      - A server that a co-launcher started, and its schedulers, are stopped through their launcher. Named in
+        O(pids), such a server is selected all the same, with its tree; a gateway named in O(pids) is selected
+        too.
+      - Spared processes are listed in RV(protected), with the reason.
+    type: bool
+    default: true
   kill_mode:
     description:
       - V(mixed) (as systemd's C(KillMode=mixed)) sends O(term_signal) only to the roots of the selected process
@@ -285,7 +305,7 @@ EXAMPLES = r"""
     patterns:
       - '^\S*python[0-9.]*(?:\s+(?:-[XW]\s*\S+|-[A-Za-z]+))*?\s+-[A-Za-z]*m\s*sglang\.launch_server(?:\s|$)'
       - '^(?:\S*python[0-9.]*(?:\s+(?:-[XW]\s*\S+|-[A-Za-z]+))*?\s+)?(?:\S*/)?sglang\s+serve(?:\s|$)'
-      - '^sglang::'
+      - '^sglang::(?:scheduler(?:_[A-Za-z0-9_]+)?|detokenizer|data_parallel_controller|detokenizer_router|tokenizer_worker:[0-9]+|server)(?:\s|$)'
 
 - name: Stop the SGLang server, then wait in the same call until its 8 GPUs are back at zero memory
   gpuops.host.gpu_reap:
@@ -423,6 +443,12 @@ protected:
       cmdline: /usr/bin/nvidia-persistenced --user nvidia-persistenced
       matched_by: [device /dev/nvidiactl]
       reason: protected name nvidia-persistenced
+    - pid: 2210
+      ppid: 1
+      name: sglang::router
+      cmdline: sglang::router
+      matched_by: [session 2100]
+      reason: SGLang Model Gateway
 remaining:
   description: Targets still alive O(kill_timeout) seconds after SIGKILL, with their state (C(D) is uninterruptible sleep). Only a failed run has any.
   returned: always
@@ -599,6 +625,7 @@ def main():
             max_processes=dict(type='int', default=512),
             protect=dict(type='list', elements='str'),
             protect_defaults=dict(type='bool', default=True),
+            protect_gateways=dict(type='bool', default=True),
             kill_mode=dict(type='str', default='mixed', choices=['mixed', 'control-group']),
             term_signal=dict(type='str', default='SIGTERM'),
             term_timeout=dict(type='float', default=30),

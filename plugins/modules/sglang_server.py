@@ -161,8 +161,18 @@ options:
       - For V(find), drain each server found, as V(drain) does at its URL, with O(timeout), O(interval),
         O(request_timeout), O(force) and O(api_key); the first server that fails its drain fails the action and
         is left running, with the ones after it undrained. One call saves a round trip before a stop.
+      - Refused before any request, when an SGLang Model Gateway's co-launcher runs servers of its own that
+        O(pids) does not name - those are stopped through their launcher, and the message names it.
     type: bool
     default: false
+  pids:
+    description:
+      - For V(find), main processes to take for servers whatever their command line - needed only for a server that
+        the SGLang Model Gateway's co-launcher started (C(sglang::server)), which is otherwise reported in
+        RV(gateways) and refused by O(drain).
+    type: list
+    elements: int
+    default: []
   default_url:
     description: For V(find), the URL of a server whose command line names no C(--port) (it may use C(--config)).
     type: str
@@ -364,6 +374,43 @@ elsewhere:
       state: S
       cmdline: python3 -m sglang.launch_server
       reason: "in another PID namespace (pid:[4026532712])"
+gateways:
+  description:
+    - V(find) - the SGLang Model Gateways (PyPI C(sglang-router)) running beside the servers, never drained nor
+      stopped by a server's stop (M(gpuops.host.gpu_reap) protects them, see its O(gpuops.host.gpu_reap#module:protect_gateways)).
+  returned: action is find
+  type: list
+  elements: dict
+  contains:
+    pid:
+      description: PID of the gateway (of the co-launcher, for C(python -m sglang_router.launch_server)).
+      type: int
+      sample: 5100
+    start:
+      description: Its start time, in clock ticks since boot.
+      type: int
+      sample: 881234
+    user:
+      description: The user it runs as.
+      type: str
+      sample: sglang
+    cmdline:
+      description: Its command line - C(sglang::router) once it runs, as it retitles itself.
+      type: str
+      sample: sglang::router
+    ports:
+      description: The TCP ports it listens on (its HTTP port and its Prometheus port).
+      type: list
+      elements: int
+      sample: [8000, 29000]
+    colaunched:
+      description:
+        - The servers it started itself (C(sglang::server)), each with C(pid), C(cmdline), C(ports) and
+          C(schedulers), unless O(pids) names them.
+      type: list
+      elements: dict
+      sample: []
+  sample: [{pid: 5100, start: 881234, user: sglang, cmdline: sglang::router, ports: [8000, 29000], colaunched: []}]
 recorded:
   description: V(find) - the entry of RV(servers) that is the recorded server, or null.
   returned: action is find
@@ -597,6 +644,7 @@ def main():
             port=dict(type='int'),
             presets=dict(type='list', elements='str', default=['sglang']),
             patterns=dict(type='list', elements='str', default=[]),
+            pids=dict(type='list', elements='int', default=[]),
             default_url=dict(type='str', default='http://127.0.0.1:30000'),
             other_namespaces=dict(type='bool', default=False),
             drain=dict(type='bool', default=False),

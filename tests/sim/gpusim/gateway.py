@@ -50,16 +50,35 @@ class Gateway:
         self.argv = [GATEWAY_PYTHON, "-m", module, "--host", "127.0.0.1", "--port", str(self.port),
                      "--prometheus-host", "127.0.0.1", "--prometheus-port", str(self.prometheus_port),
                      "--policy", policy] + (["--worker-urls"] + list(worker_urls) if worker_urls else []) + list(args)
+        self.env = {}
         self.proc = None
         self.pid = None         # the gateway's PID (inside the sandbox)
         self.start_time = None  # /proc/PID/stat field 22 of that PID
 
     running = []
 
+    @classmethod
+    def colaunch(cls, sb, model_path: str, server_args=(), env: dict = None, log_path: str = None) -> "Gateway":
+        """``python -m sglang_router.launch_server``: the gateway with workers of its own (one per
+        data-parallel rank, from the first free port at or above a base port), running SGLang from
+        ENV's PYTHONPATH (the stand-in). The router takes the server's --host and --port, and its own
+        options prefixed --router- (sglang_router/launch_server.py main(), RouterArgs with
+        use_router_prefix=True, exclude_host_port=True)."""
+        gw = cls(sb, log_path=log_path, module="sglang_router.launch_server")
+        gw.worker_base_port = net.free_port()
+        gw.argv = [GATEWAY_PYTHON, "-m", "sglang_router.launch_server", "--model-path", model_path,
+                   "--host", "127.0.0.1", "--port", str(gw.port),
+                   "--router-dp-worker-base-port", str(gw.worker_base_port),
+                   "--router-prometheus-host", "127.0.0.1", "--router-prometheus-port", str(gw.prometheus_port)
+                   ] + list(server_args)
+        gw.env = dict(env or {})
+        return gw
+
     def start(self) -> "Gateway":
         Gateway.running.append(self)
-        env = dict(os.environ, NO_COLOR="1", RUST_LOG_STYLE="never")
-        env.pop("PYTHONPATH", None)
+        env = dict(os.environ, NO_COLOR="1", **self.env)
+        if "PYTHONPATH" not in self.env:
+            env.pop("PYTHONPATH", None)
         with open(self.log_path, "ab") as log:
             kwargs = dict(stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             if self.sb is not None:

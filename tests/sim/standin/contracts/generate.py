@@ -34,7 +34,7 @@ import tempfile
 import types
 import zipfile
 
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 3
 
 # Third-party modules replaced by stubs while the argument layer is imported.
 STUBBED = ("torch", "torchvision", "triton", "transformers", "numpy", "psutil", "orjson", "pybase64", "requests",
@@ -671,6 +671,35 @@ def read_shutdown(src: str) -> dict:
     }
 
 
+_TITLE_CALL = re.compile(r"""setproctitle(?:\.setproctitle)?\(\s*(f?)(?:"(sglang::[^"]*)"|'(sglang::[^']*)')""")
+
+
+def read_titles(src: str) -> list:
+    """Every ``sglang::`` process title the release sets with setproctitle: the literal part, whether an
+    f-string adds to it (``{...}``), and the file and function that set it."""
+    found = []
+    root = os.path.join(src, "sglang")
+    for dirpath, dirnames, files in os.walk(root):
+        dirnames.sort()
+        for name in sorted(files):
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(dirpath, name)
+            text = _read(path)
+            tree = ast.parse(text) if "sglang::" in text else None
+            for m in _TITLE_CALL.finditer(text):
+                line = text.count("\n", 0, m.start()) + 1
+                funcs = [n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                         and n.lineno <= line <= n.end_lineno]
+                title = m.group(2) or m.group(3)
+                literal = title.split("{", 1)[0] if m.group(1) else title
+                found.append({"title": title, "literal": literal, "formatted": "{" in title and bool(m.group(1)),
+                              "file": os.path.relpath(path, src), "function": funcs[-1] if funcs else None})
+    if not any(t["literal"] == "sglang::scheduler" for t in found):
+        raise RuntimeError("%s: no setproctitle(\"sglang::scheduler...\") found; the title pattern changed" % src)
+    return found
+
+
 def wheel_facts(path: str) -> dict:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
@@ -706,6 +735,7 @@ def generate(src: str, wheel: str) -> dict:
         "metrics": read_metrics(src),
         "auth": read_auth(src),
         "shutdown": read_shutdown(src),
+        "titles": read_titles(src),
     }
 
 

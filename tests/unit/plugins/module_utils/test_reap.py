@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import signal
 
@@ -14,7 +16,7 @@ from ansible_collections.gpuops.host.plugins.module_utils._procs import Proc
 from ansible_collections.gpuops.host.plugins.module_utils._nvml import NvmlError
 from ansible_collections.gpuops.host.plugins.module_utils._reap import Reaper, ReapFailure, reap
 from ansible_collections.gpuops.host.plugins.module_utils._reap_options import (
-    SGLANG_PATTERNS, ReapError, parse_options, parse_signal,
+    SGLANG_PATTERNS, SGLANG_TITLES, ReapError, parse_options, parse_signal,
 )
 from ansible_collections.gpuops.host.plugins.module_utils._reap_selection import Phase, Target, device_matcher
 from ansible_collections.gpuops.host.plugins.module_utils._verify import SelectionError, Verification
@@ -216,7 +218,7 @@ def params(**kw):
     base = dict(patterns=None, presets=None, environ=None, pids=None, descendants=True, sessions=True,
                 other_namespaces=False, nvml_processes=False, device_holders=False, devices=None, max_processes=512,
                 protect=None, protect_defaults=True, kill_mode='mixed', term_signal='SIGTERM', term_timeout=30.0,
-                kill_timeout=10.0)
+                kill_timeout=10.0, protect_gateways=True)
     base.update(kw)
     return base
 
@@ -327,6 +329,21 @@ def test_protect_defaults_false_keeps_only_given_names():
     ('tail -f /var/log/sglang/scheduler_TP3.log', False),
     ('vim /opt/sglang/serve.py', False),
     ('bash -c python -m sglang.launch_server', False),
+    # every title the releases set (srt/managers/*.py), and a co-launched server (sglang-router launch_server.py)
+    ('sglang::scheduler', True),
+    ('sglang::detokenizer_router', True),
+    ('sglang::tokenizer_worker:4242', True),
+    ('sglang::server', True),
+    ('sglang::scheduler_TP3   ', True),
+    # the SGLang Model Gateway (sglang-router launch_router.py) and other sglang:: titles are no server
+    ('sglang::router', False),
+    ('sglang::router  ', False),
+    ('sglang::', False),
+    ('sglang::tokenizer_worker', False),
+    ('sglang::serverless', False),
+    ('sglang::schedulerx', False),
+    ('python3 -m sglang_router.launch_router --worker-urls http://127.0.0.1:30000', False),
+    ('python3 -m sglang_router.launch_server --model-path /m --dp-size 2', False),
 ])
 def test_sglang_patterns(cmdline, selected):
     assert any(re.search(p, cmdline) for p in SGLANG_PATTERNS) is selected
@@ -344,7 +361,7 @@ def test_selection_by_pattern_takes_descendants_and_spares_bystanders():
     planned = r.plan()
     assert sorted(planned) == [100, 101, 102, 110, 111]
     assert planned[111].matched_by == ['descendant of 100']
-    assert planned[101].matched_by == ['pattern ^sglang::']
+    assert planned[101].matched_by == ['pattern ' + SGLANG_PATTERNS[2]]
     assert w.sent == []
 
 
@@ -666,7 +683,7 @@ def test_orphans_of_a_session_whose_leader_exited_are_selected_with_it():
     w.add(301, 1, ['python3', 'train.py'], sid=300)
     chosen = planned(reaper(w, presets=['sglang']))
     matched = dict((p['pid'], p['matched_by']) for p in chosen['would_stop'])
-    assert matched == {101: ['pattern ^sglang::'], 111: ['orphan of session 100']}
+    assert matched == {101: ['pattern ' + SGLANG_PATTERNS[2]], 111: ['orphan of session 100']}
 
 
 def test_jobs_of_a_closed_login_shell_are_not_orphans_of_each_other():
@@ -679,9 +696,60 @@ def test_jobs_of_a_closed_login_shell_are_not_orphans_of_each_other():
     w.add(210, 1, ['python3', 'train.py'], sid=200, pgid=210, fds=['/dev/nvidia5'])
     chosen = planned(reaper(w, presets=['sglang']))
     matched = dict((p['pid'], p['matched_by']) for p in chosen['would_stop'])
-    assert matched == {201: ['pattern ' + SGLANG_PATTERNS[0]], 202: ['pattern ^sglang::'],
+    assert matched == {201: ['pattern ' + SGLANG_PATTERNS[0]], 202: ['pattern ' + SGLANG_PATTERNS[2]],
                        203: ['orphan of session 200']}
     assert [f['pid'] for f in chosen['foreign']] == [210]
+
+
+@pytest.mark.parametrize('cmdline', [
+    ['sglang::router'],
+    ['/opt/router/bin/python3', '-m', 'sglang_router.launch_router', '--worker-urls', 'http://127.0.0.1:30000'],
+    ['/opt/router/bin/smg', 'launch', '--worker-urls', 'http://127.0.0.1:30000'],
+])
+def test_the_gateway_in_a_server_session_is_never_signalled(cmdline):
+    w = World()
+    w.sglang(tp=2)
+    # started from the server's own session (one script that setsid-ed both)
+    w.add(150, 100, cmdline, sid=100)
+    chosen = planned(reaper(w, presets=['sglang']))
+    assert 150 not in [p['pid'] for p in chosen['would_stop']]
+    assert [(p['pid'], p['reason']) for p in chosen['protected']] == [(150, 'SGLang Model Gateway')]
+
+
+def colaunch(w):
+    """`python -m sglang_router.launch_server`: the launcher (retitled sglang::router), a worker titled
+    sglang::server in a process group of its own, its scheduler and detokenizer."""
+    w.add(400, 1, ['sglang::router'])
+    w.add(401, 400, ['sglang::server'], sid=400, pgid=401)
+    w.add(402, 401, ['sglang::scheduler_TP0'], sid=400, pgid=401, fds=['/dev/nvidia0'])
+    w.add(403, 401, ['sglang::detokenizer'], sid=400, pgid=401)
+
+
+def test_a_co_launch_is_left_to_its_launcher_and_named():
+    w = World()
+    colaunch(w)
+    chosen = planned(reaper(w, presets=['sglang']))
+    assert chosen['would_stop'] == []
+    reasons = dict((p['pid'], p['reason']) for p in chosen['protected'])
+    assert reasons == {
+        401: 'started by the SGLang Model Gateway 400: stopped through it, or when named in pids',
+        402: 'started by the SGLang Model Gateway 400: stopped through it, or when named in pids',
+        403: 'started by the SGLang Model Gateway 400: stopped through it, or when named in pids'}
+
+
+def test_a_co_launched_server_named_in_pids_is_stopped_with_its_tree_and_the_launcher_is_not():
+    w = World()
+    colaunch(w)
+    chosen = planned(reaper(w, presets=['sglang'], pids=[401]))
+    assert sorted(p['pid'] for p in chosen['would_stop']) == [401, 402, 403]
+    assert [p['pid'] for p in chosen['protected']] == []
+
+
+def test_protect_gateways_false_lets_the_preset_select_the_co_launched_titles():
+    w = World()
+    colaunch(w)
+    chosen = planned(reaper(w, presets=['sglang'], protect_gateways=False))
+    assert sorted(p['pid'] for p in chosen['would_stop']) == [401, 402, 403]
 
 
 def test_sessions_false_keeps_to_matches_and_descendants():
@@ -966,3 +1034,30 @@ def test_an_nvml_error_after_the_stop_fails_with_what_was_stopped():
     assert str(e.value) == ('stopped 5 processes, then could not read the GPUs: NVML failed to count the GPUs: '
                             'GPU is lost')
     assert e.value.result['nvml_error'] == 'NVML_ERROR_GPU_IS_LOST' and stopped(e.value.result) == [100, 101, 102, 110, 111]
+
+
+CONTRACTS = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'sim', 'standin', 'contracts')
+
+
+def _samples(title):
+    """Process titles that one setproctitle call of a contract can set: its literal, and its f-string filled in
+    as the release fills it (scheduler.py: the parallel ranks, spaces made underscores; multi_tokenizer_mixin.py:
+    the worker's PID)."""
+    if not title['formatted']:
+        return [title['literal']]
+    if title['literal'] == 'sglang::scheduler':
+        return ['sglang::scheduler', 'sglang::scheduler_TP3', 'sglang::scheduler_DP0_PP1_TP0_EP0']
+    return [title['literal'] + '4242']
+
+
+@pytest.mark.parametrize('release', ['0.5.23', '0.5.14'])
+def test_the_preset_names_every_title_of_the_release_and_no_other(release):
+    with open(os.path.join(CONTRACTS, 'sglang-%s.json' % release)) as f:
+        titles = json.load(f)['titles']
+    for title in titles:
+        for sample in _samples(title):
+            assert any(re.search(p, sample) for p in SGLANG_PATTERNS), (sample, title['file'])
+    # each title of the preset is one that the release sets, or the co-launched server of sglang-router 0.3.2
+    literals = set(t['literal'].split('::', 1)[1].rstrip(':') for t in titles) | {'server'}
+    named = set(re.sub(r'[(:].*', '', t) for t in SGLANG_TITLES)
+    assert named == literals

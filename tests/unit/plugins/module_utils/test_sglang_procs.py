@@ -270,3 +270,52 @@ def test_find_with_a_port_reports_its_holders_beside_the_servers(tree, tmp_path)
     assert found['port']['listening'] and [h['pid'] for h in found['port']['holders']] == [100]
     assert 'port' not in perform({'action': 'find', 'presets': ['sglang'], 'patterns': [],
                                   'default_url': 'http://127.0.0.1:30000'}, Deps(tree, None))
+
+
+# -- the SGLang Model Gateway beside the servers -------------------------------------------------
+
+def colaunch(root):
+    """`python -m sglang_router.launch_server` (sglang-router 0.3.2 launch_server.py): the launcher, retitled
+    sglang::router, listening on 8000 (0x1F40); its worker titled sglang::server in a process group of its own,
+    listening on 31500 (0x7B0C), with a scheduler and a detokenizer."""
+    (root / 'net').mkdir()
+    (root / 'net' / 'tcp').write_text(TCP_HEADER + tcp_line('0100007F:1F40', '0A', 8101)
+                                      + tcp_line('0100007F:7B0C', '0A', 8102))
+    proc(root, 500, ['python3'], title='sglang::router', sid=500)
+    proc(root, 501, ['python3'], title='sglang::server', ppid=500, sid=500)
+    proc(root, 502, ['python3'], title='sglang::scheduler_TP0', ppid=501, sid=500)
+    proc(root, 503, ['python3'], title='sglang::detokenizer', ppid=501, sid=500)
+    sockets(root, 500, 8101)
+    sockets(root, 501, 8102)
+
+
+def find_params(**p):
+    return dict({'action': 'find', 'presets': ['sglang'], 'patterns': [], 'pids': [],
+                 'default_url': 'http://127.0.0.1:30000'}, **p)
+
+
+def test_find_names_the_gateway_and_its_co_launched_server_apart_from_the_servers(tree, tmp_path):
+    colaunch(tmp_path)
+    found = perform(find_params(), Deps(tree, None))
+    assert [s['pid'] for s in found['servers']] == [100]
+    gw, = found['gateways']
+    assert (gw['pid'], gw['cmdline'].strip(), gw['ports'], gw['user']) == (500, 'sglang::router', [8000], 'root')
+    assert [(c['pid'], c['ports'], c['schedulers']) for c in gw['colaunched']] == [(501, [31500], 1)]
+
+
+def test_a_drain_refuses_a_co_launch_naming_its_launcher_before_any_request(tree, tmp_path):
+    colaunch(tmp_path)
+    with pytest.raises(ActionFailed) as e:
+        perform(find_params(drain=True, timeout=0.5, interval=0.1, request_timeout=1, force=False), Deps(tree, None))
+    assert e.value.msg.startswith(
+        'not stopping servers that the SGLang Model Gateway co-launched: 501 (sglang::server, port 31500) was '
+        'started by the SGLang Model Gateway launcher 500 (sglang::router')
+    assert 'nothing was drained or signalled' in e.value.msg and 'drains' not in e.value.result
+
+
+def test_a_co_launched_server_named_in_pids_is_a_server_at_its_own_port(tree, tmp_path):
+    colaunch(tmp_path)
+    found = perform(find_params(pids=[501]), Deps(tree, None))
+    assert [(s['pid'], s['url'], s['schedulers']) for s in found['servers']] == \
+        [(100, 'http://127.0.0.1:31000', 3), (501, 'http://127.0.0.1:31500', 1)]
+    assert [(g['pid'], g['colaunched']) for g in found['gateways']] == [(500, [])]

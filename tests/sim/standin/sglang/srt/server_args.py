@@ -300,6 +300,15 @@ class ServerArgs:
         self.launch_command = None
         self.hf_config = None
 
+    @staticmethod
+    def add_cli_args(parser: argparse.ArgumentParser) -> None:
+        """Every option of the release's parser, added to PARSER (0.5.23 and 0.5.14 server_args.py
+        ServerArgs.add_cli_args, a staticmethod that the SGLang Model Gateway's co-launcher,
+        sglang_router/launch_server.py main(), calls on a parser of its own)."""
+        for opt in contract.load()["options"]:
+            if opt["action"] != "help":
+                _add_option(parser, opt)
+
     @classmethod
     def from_cli_args(cls, args: argparse.Namespace) -> "ServerArgs":
         return cls(**vars(args))

@@ -9,6 +9,7 @@ import ctypes
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 
@@ -29,6 +30,42 @@ def faults() -> set:
 def env_float(name: str, default: float) -> float:
     value = os.environ.get(name, "").strip()
     return float(value) if value else default
+
+
+def _addrinfos_for_bind(port: int) -> list:
+    """0.5.23 sglang/srt/utils/network.py _get_addrinfos_for_bind(None, port): one passive address
+    per configured family, IPv4 first; AF_INET 0.0.0.0 when getaddrinfo fails."""
+    try:
+        infos = socket.getaddrinfo(None, port, socket.AF_UNSPEC, socket.SOCK_STREAM, 0,
+                                   socket.AI_ADDRCONFIG | socket.AI_PASSIVE)
+    except socket.gaierror:
+        return [(socket.AF_INET, socket.SOCK_STREAM, 0, "", ("0.0.0.0", port))]
+    deduped, seen = [], set()
+    for info in infos:
+        if info[0] not in seen:
+            seen.add(info[0])
+            deduped.append(info)
+    deduped.sort(key=lambda info: info[0] != socket.AF_INET)
+    return deduped
+
+
+def is_port_available(port: int) -> bool:
+    """0.5.23 sglang/srt/utils/network.py is_port_available (re-exported by sglang/srt/utils/__init__.py):
+    whether PORT binds on every address family, with SO_REUSEADDR (and IPV6_V6ONLY). The SGLang Model
+    Gateway's co-launcher (sglang_router/launch_server.py find_available_ports) picks its workers' ports with it."""
+    try:
+        for family, socktype, proto, dummy, sockaddr in _addrinfos_for_bind(port):
+            sock = socket.socket(family, socktype, proto)
+            try:
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind(sockaddr)
+            finally:
+                sock.close()
+        return True
+    except (OSError, OverflowError):
+        return False
 
 
 def is_scheduler_process(pid: int) -> bool:
