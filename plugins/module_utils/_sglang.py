@@ -21,10 +21,15 @@ import time
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang_args as sargs
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang_http as shttp
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang_procs as sprocs
+from ansible_collections.gpuops.host.plugins.module_utils import _supervisor as supervisors
 from ansible_collections.gpuops.host.plugins.module_utils._namespaces import Place
 from ansible_collections.gpuops.host.plugins.module_utils._reap_options import PRESETS
 
-ACTIONS = ('find', 'release', 'render', 'check_args', 'drain', 'ready', 'check_environ', 'probe', 'check_info')
+ACTIONS = ('find', 'release', 'render', 'check_args', 'drain', 'ready', 'check_environ', 'probe', 'check_info',
+           'settle')
+# Parents of a server that are no wrapper which could start it again: init systems and container shims.
+_NO_RESPAWNER = frozenset(('systemd', 'init', 'tini', 'dumb-init', 'catatonit', 'conmon', 'containerd-shim',
+                           'containerd-shim-runc-v2', 'docker-init'))
 
 
 class ActionFailed(Exception):
@@ -235,21 +240,163 @@ def find(p, deps):
     table = deps.procfs.snapshot()
     if not table:
         raise ActionFailed('no process is readable under %s (hidepid, or not root?)' % deps.procfs.root)
+    own_cgroup = deps.procfs.cgroup(deps.self_pids[0]) if deps.self_pids else ''
     elsewhere = None
     if not p.get('other_namespaces') and deps.self_pids:
-        elsewhere = Place(deps.procfs, deps.self_pids[0]).elsewhere
+        place = Place(deps.procfs, deps.self_pids[0])
+
+        def elsewhere(pid):
+            # a server in a Docker or Podman container is stopped through its engine: found here, not apart
+            kind = supervisors.classify(deps.procfs.cgroup(pid), own_cgroup)
+            return None if kind['kind'] == 'container' else place.elsewhere(pid)
     named = p.get('pids') or []
     servers, apart = sprocs.find_servers(deps.procfs, table, patterns, record, p['default_url'], redact,
                                          deps.self_pids, elsewhere, named)
+    servers, moved = _supervise(servers, table, own_cgroup, deps)
     recorded = [s for s in servers if s['recorded']]
-    found = {'servers': servers, 'elsewhere': apart, 'record': record, 'recorded': recorded[0] if recorded else None,
+    found = {'servers': servers, 'elsewhere': apart + moved, 'record': record,
+             'recorded': recorded[0] if recorded else None,
              'gateways': sprocs.gateways(deps.procfs, table, redact, named)}
     if p.get('port'):
         found['port'] = sprocs.port_holders(deps.procfs, table, p['port'], redact)
     if p.get('drain'):
         _refuse_colaunched(found)
         found['drains'] = _drain_each(found, p, deps)
+    if p.get('stop_supervised'):
+        found['supervised_stops'] = _stop_supervised(found, p, deps)
+    found['comes_back'] = [_comes_back(s) for s in servers if _comes_back(s)]
+    for line in found['comes_back']:
+        deps.warn(line)
     return found
+
+
+def _supervise(servers, table, own_cgroup, deps):
+    """SERVERS, each with its ``supervisor`` (see _supervisor.classify and the supervisor's own answer); and the
+    container servers that cannot be reached or inspected from here, moved apart with the reason."""
+    init = table.get(1)
+    systemd_here = init is not None and init.comm == 'systemd'
+    kept, moved = [], []
+    for server in servers:
+        kind = supervisors.classify(deps.procfs.cgroup(server['pid']), own_cgroup)
+        try:
+            if kind['kind'] == 'systemd' and systemd_here:
+                sup = supervisors.read_unit(deps.run, kind['unit'])
+            elif kind['kind'] == 'container':
+                sup = supervisors.read_container(deps.run, kind['engine'], kind['id'])
+                url = supervisors.container_url(sup, server['url'])
+                if url is None:
+                    raise supervisors.SupervisorError(
+                        'it publishes no host port for %s and does not use the host network' % server['url'])
+                server['url'] = url
+            else:
+                sup = _bare(server, table)
+        except supervisors.SupervisorError as e:
+            if kind['kind'] == 'container':
+                moved.append({'pid': server['pid'], 'cmdline': server['cmdline'], 'supervisor': kind,
+                              'reason': 'in %s container %s, not stopped: %s; stop it with %s stop %s'
+                                        % (kind['engine'], kind['id'][:12], e, kind['engine'], kind['id'][:12])})
+                continue
+            sup = dict(kind, error=str(e))
+        server['supervisor'] = sup
+        kept.append(server)
+    return kept, moved
+
+
+def _bare(server, table):
+    """A server that no unit or container runs: the session it leads, and the parent that may start it again
+    when it exits (a ``while true`` wrapper, a script), unless that is init or a container shim."""
+    proc = table[server['pid']]
+    parent = table.get(proc.ppid)
+    respawner = None
+    if parent is not None and proc.ppid > 1 and not parent.kernel_thread and not (parent.names() & _NO_RESPAWNER):
+        respawner = {'pid': parent.pid, 'start': parent.start, 'cmdline': parent.command}
+    return {'kind': 'process', 'session': server['session'], 'parent': respawner}
+
+
+def _comes_back(server):
+    """What starts SERVER again at boot or when its engine restarts, as a warning line, or None."""
+    sup = server.get('supervisor') or {}
+    if sup.get('kind') == 'systemd' and sup.get('enabled') and not sup.get('written_by_gpuops'):
+        return ('the systemd unit %s of the SGLang server %d is enabled: it starts again at the next boot '
+                '(%s, or disable_supervisors)' % (sup['unit'], server['pid'], supervisors.disable_hint(sup)))
+    if sup.get('kind') == 'container' and sup.get('comes_back'):
+        return ('the container %s of the SGLang server %d has restart policy %s: it starts again when the host or '
+                'the engine restarts (%s, or disable_supervisors)'
+                % (sup.get('name') or sup['id'][:12], server['pid'], sup['restart'], supervisors.disable_hint(sup)))
+    return None
+
+
+def _stop_supervised(found, p, deps):
+    """Stop each server that a unit or a container runs through that supervisor, after its drain; the others are
+    left to gpu_reap. A restart policy does not fire on an explicit stop (systemd: Restart= applies to exits it
+    did not ask for; Docker and Podman: a stopped container stays stopped)."""
+    stops = []
+    for server in found['servers']:
+        sup = server['supervisor']
+        if sup['kind'] not in ('systemd', 'container') or sup.get('error'):
+            continue
+        entry = {'pid': server['pid'], 'supervisor': sup['kind'], 'name': sup.get('unit') or sup.get('name'),
+                 'changed': True}
+        if not deps.check_mode:
+            try:
+                entry.update(supervisors.stop(deps.run, sup, p['stop_timeout'], deps.clock))
+                if p.get('disable_supervisors'):
+                    entry['disabled'] = _disable(sup, deps)
+            except supervisors.SupervisorError as e:
+                raise ActionFailed('stopping the SGLang server %d through its supervisor: %s' % (server['pid'], e),
+                                   dict(found, supervised_stops=stops + [dict(entry, error=str(e))]))
+        stops.append(entry)
+    return stops
+
+
+def _disable(sup, deps):
+    argv = (['systemctl', 'disable', sup['unit']] if sup['kind'] == 'systemd'
+            else [sup['engine'], 'update', '--restart=no', sup['id']])
+    rc, out, err = deps.run(argv, None)
+    if rc != 0:
+        raise supervisors.SupervisorError('%s failed (rc %d): %s' % (' '.join(argv), rc, (err or out).strip()))
+    return ' '.join(argv)
+
+
+def settle(p, deps):
+    """Watch, for ``timeout`` seconds after a stop, for a new SGLang server: one that a wrapper, unit or container
+    started again. Fails naming what started it and how to disable that."""
+    patterns = list(p.get('patterns') or [])
+    for preset in p.get('presets') or []:
+        patterns.extend(PRESETS[preset])
+    redact = _redactor(p)
+    before = set((int(s['pid']), int(s['start'])) for s in p.get('stopped') or [])
+    deadline = deps.clock() + p['timeout']
+    polls = 0
+    while True:
+        polls += 1
+        table = deps.procfs.snapshot()
+        servers, dummy = sprocs.find_servers(deps.procfs, table, patterns, {}, p['default_url'], redact,
+                                             deps.self_pids)
+        new = [s for s in servers if (s['pid'], s['start']) not in before]
+        if new:
+            own_cgroup = deps.procfs.cgroup(deps.self_pids[0]) if deps.self_pids else ''
+            new, dummy = _supervise(new, table, own_cgroup, deps)
+            lines = [_respawned(s) for s in new]
+            raise ActionFailed('a new SGLang server started within %g s of the stop: %s' % (p['timeout'], '; '.join(lines)),
+                               {'respawned': new, 'polls': polls})
+        if deps.clock() >= deadline:
+            return {'respawned': [], 'polls': polls, 'seconds': p['timeout']}
+        deps.sleep(min(p['interval'], max(deadline - deps.clock(), 0)))
+
+
+def _respawned(server):
+    sup = server.get('supervisor') or {}
+    head = 'pid %d (%s)' % (server['pid'], server['cmdline'])
+    if sup.get('kind') == 'process' and sup.get('parent'):
+        parent = sup['parent']
+        return ('%s, started by pid %d (%s), which starts it again whenever it exits; stop that process first '
+                '(kill %d), then stop the server' % (head, parent['pid'], parent['cmdline'], parent['pid']))
+    if sup.get('kind') in ('systemd', 'container'):
+        return '%s, started by %s %s; disable it first (%s)' % (
+            head, 'the systemd unit' if sup['kind'] == 'systemd' else 'the container',
+            sup.get('unit') or sup.get('name') or sup.get('id', '')[:12], supervisors.disable_hint(sup))
+    return '%s, started by nothing this host can name (its parent is init)' % head
 
 
 def _refuse_colaunched(found):
@@ -416,7 +563,8 @@ def check_info(p, deps):
 
 
 _PERFORM = {'find': find, 'release': release, 'render': render, 'check_args': check_args, 'drain': drain,
-            'ready': ready, 'check_environ': check_environ, 'probe': probe, 'check_info': check_info}
+            'ready': ready, 'check_environ': check_environ, 'probe': probe, 'check_info': check_info,
+            'settle': settle}
 
 
 def perform(params, deps):

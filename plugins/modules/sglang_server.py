@@ -45,6 +45,15 @@ description:
   - V(probe) sends one C(/generate) request with its own request id O(rid) and, with O(dump_dir), waits for
     the hidden-state dump whose file name carries that id - not for any file, since health checks generate too.
   - V(check_info) compares C(/server_info) with O(expect).
+  - V(settle) watches, for O(timeout) seconds after a stop, for a new server that a wrapper (a C(while true)
+    loop, a script), a unit or a container started again, and fails naming it, what started it and the command
+    that disables that.
+  - For each server V(find) reports what runs it (RV(servers[].supervisor)) - a systemd unit, read from the
+    C(name=systemd) line (cgroup v1) or the C(0::) line (cgroup v2) of C(/proc/PID/cgroup), C(/system.slice/NAME.service),
+    and then from C(systemctl show); a Docker container (C(/docker/ID) with the C(cgroupfs) driver,
+    C(docker-ID.scope) with the C(systemd) driver) or a Podman one (C(libpod-ID)), then from C(docker|podman inspect);
+    or nobody, a process in its own session, with the parent that may start it again. A unit is only taken for the
+    supervisor where systemd is PID 1 of the module's PID namespace.
   - Secrets - O(api_key), O(secrets), and the values of secret-named O(environment) variables and O(server_args)
     (names with C(key), C(token), C(secret) or C(password), and those in O(secret_args)) - never appear on a
     command line, in messages or in results; they are masked.
@@ -73,7 +82,7 @@ options:
     description: What to do; see the description.
     type: str
     required: true
-    choices: [find, release, render, check_args, drain, ready, check_environ, probe, check_info]
+    choices: [find, release, render, check_args, drain, ready, check_environ, probe, check_info, settle]
   url:
     description:
       - Base URL of the server, for V(drain), V(ready), V(probe) and V(check_info).
@@ -165,6 +174,33 @@ options:
         O(pids) does not name - those are stopped through their launcher, and the message names it.
     type: bool
     default: false
+  stop_supervised:
+    description:
+      - For V(find), after the drain, stop each server that a systemd unit or a Docker or Podman container runs
+        through that supervisor - C(systemctl stop UNIT), which uses the unit's own C(KillMode) and
+        C(TimeoutStopSec), or C(docker stop --time) / C(podman stop --time) with O(stop_timeout) - and report it in
+        RV(supervised_stops), with whether the supervisor had to escalate to SIGKILL. An explicit stop does not
+        trigger a restart policy. Servers that nothing supervises are left to M(gpuops.host.gpu_reap).
+    type: bool
+    default: false
+  stop_timeout:
+    description: For O(stop_supervised), the seconds a container engine waits after SIGTERM before its SIGKILL.
+    type: float
+    default: 60
+  disable_supervisors:
+    description:
+      - For O(stop_supervised), also keep each supervisor from starting its server again - C(systemctl disable UNIT)
+        for an enabled unit that P(gpuops.host.sglang_launch#role) did not write, C(docker|podman update
+        --restart=no) for a container. Without it such a server comes back at the next boot, and the result warns.
+    type: bool
+    default: false
+  stopped:
+    description:
+      - For V(settle), the servers just stopped, each with C(pid) and C(start) (RV(servers) of V(find)); any other
+        server found during O(timeout) fails the action, naming what started it.
+    type: list
+    elements: dict
+    default: []
   pids:
     description:
       - For V(find), main processes to take for servers whatever their command line - needed only for a server that
@@ -356,6 +392,16 @@ servers:
       description: Titled schedulers in its tree.
       type: int
       sample: 4
+    supervisor:
+      description:
+        - What runs it. C(kind) V(systemd) with C(unit), C(fragment_path), C(written_by_gpuops) (the unit file starts
+          with sglang_launch's header line), C(restart), C(timeout_stop) (seconds), C(enabled), C(active_state),
+          C(main_pid), C(n_restarts) and C(kill_mode); V(container) with C(engine) (V(docker) or V(podman)), C(id),
+          C(name), C(image), C(restart) (its restart policy), C(network) and C(ports) (container port to the host
+          ports published for it); V(process) with C(session) and C(parent), the process that may start it again
+          (null when its parent is init or a container shim). C(error) says why the supervisor could not be asked.
+      type: dict
+      sample: {kind: systemd, unit: team-sglang.service, restart: always, timeout_stop: 90.0, enabled: true}
     tree:
       description: The main process and its tree, each with C(pid), C(ppid), C(name), C(state) and C(cmdline).
       type: list
@@ -374,6 +420,34 @@ elsewhere:
       state: S
       cmdline: python3 -m sglang.launch_server
       reason: "in another PID namespace (pid:[4026532712])"
+supervised_stops:
+  description: V(find) with O(stop_supervised) - the servers stopped through their unit or container.
+  returned: action is find and stop_supervised
+  type: list
+  elements: dict
+  sample:
+    - pid: 4200
+      supervisor: systemd
+      name: team-sglang.service
+      how: systemctl stop team-sglang.service
+      seconds: 6.42
+      forced: false
+      result: success
+comes_back:
+  description:
+    - V(find) - warnings about the servers that come back by themselves at the next boot or engine restart (an enabled
+      unit that P(gpuops.host.sglang_launch#role) did not write, a container with restart policy C(always) or
+      C(unless-stopped)), each with the command that disables it.
+  returned: action is find
+  type: list
+  elements: str
+  sample: ["the systemd unit team-sglang.service of the SGLang server 4200 is enabled: it starts again at the next boot (systemctl disable --now team-sglang.service, or disable_supervisors)"]
+respawned:
+  description: V(settle) - the new servers found after the stop, each with its supervisor; empty when none came.
+  returned: action is settle
+  type: list
+  elements: dict
+  sample: []
 gateways:
   description:
     - V(find) - the SGLang Model Gateways (PyPI C(sglang-router)) running beside the servers, never drained nor
@@ -645,6 +719,10 @@ def main():
             presets=dict(type='list', elements='str', default=['sglang']),
             patterns=dict(type='list', elements='str', default=[]),
             pids=dict(type='list', elements='int', default=[]),
+            stop_supervised=dict(type='bool', default=False),
+            stop_timeout=dict(type='float', default=60),
+            disable_supervisors=dict(type='bool', default=False),
+            stopped=dict(type='list', elements='dict', default=[]),
             default_url=dict(type='str', default='http://127.0.0.1:30000'),
             other_namespaces=dict(type='bool', default=False),
             drain=dict(type='bool', default=False),

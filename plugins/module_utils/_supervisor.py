@@ -1,0 +1,225 @@
+# Copyright: (c) 2026, gpuops maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""What runs a server: a systemd unit, a container engine, or nobody (a process in a session
+of its own), from its cgroup and from the supervisor's own answer; and the stop through it.
+
+Cgroup paths (``/proc/PID/cgroup``, see cgroups(7)):
+
+- cgroup v2 has one line, ``0::PATH``; a cgroup v1 host (or the hybrid layout) has one line per
+  hierarchy, and systemd's own is ``N:name=systemd:PATH`` (v1 hybrid) beside the unified
+  ``0::PATH``. The ``name=systemd`` path is read first, then ``0::``.
+- systemd puts each service in ``/system.slice/NAME.service`` (``systemd.service(5)``, the
+  control group hierarchy of ``systemd.special(7)``: slices nest as ``a.slice/a-b.slice``, user
+  services under ``/user.slice/user-UID.slice/user@UID.service/...``) and login sessions in
+  ``session-N.scope`` (not a supervisor: nothing restarts a scope's processes).
+- Docker's ``cgroupfs`` driver puts a container in ``/docker/ID`` (64 hex digits), its
+  ``systemd`` driver in ``/system.slice/docker-ID.scope``; Podman in ``libpod-ID.scope``
+  (systemd driver) or ``/libpod_parent/libpod-ID`` (cgroupfs driver). Measured on this kind of
+  machine: a systemd unit inside a Podman container reads
+  ``9:name=systemd:/libpod_parent/libpod-ID/system.slice/team-sglang.service``.
+- A process inside the same container as the module shares the container's prefix, which is
+  left out: the unit is judged inside it, as ``systemctl`` there sees it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from ansible_collections.gpuops.host.plugins.module_utils._namespaces import container_of
+
+_SERVICE = re.compile(r'^(?P<unit>[^/]+\.service)$')
+_DOCKER_SCOPE = re.compile(r'^docker-(?P<id>[0-9a-f]{64})\.scope$')
+_LIBPOD = re.compile(r'^libpod-(?P<id>[0-9a-f]{64})(?:\.scope)?$')
+_HEX64 = re.compile(r'^[0-9a-f]{64}$')
+_ENGINE_COMMANDS = {'docker': 'docker', 'podman': 'podman'}
+# The first line of every unit file that sglang_launch writes (templates/sglang.service.j2).
+UNIT_HEADER = '# Managed by gpuops.host'
+# Restart policies under which a container comes back by itself, after a reboot or a daemon restart.
+COMES_BACK = ('always', 'unless-stopped')
+
+
+class SupervisorError(Exception):
+    """The supervisor could not be asked, or refused the stop; the message says how."""
+
+
+def _paths(cgroup_text):
+    """The systemd hierarchy's path (v1 ``name=systemd``) first, then the unified one (``0::``)."""
+    named, unified = [], []
+    for line in cgroup_text.splitlines():
+        parts = line.split(':', 2)
+        if len(parts) != 3:
+            continue
+        if 'name=systemd' in parts[1].split(','):
+            named.append(parts[2])
+        elif parts[0] == '0' and parts[1] == '':
+            unified.append(parts[2])
+    return named + unified
+
+
+def _container(parts):
+    """(engine, id) of the innermost container named in the path components PARTS, or None."""
+    found = None
+    for i, part in enumerate(parts):
+        m = _DOCKER_SCOPE.match(part)
+        if m:
+            found = ('docker', m.group('id'))
+        elif _LIBPOD.match(part):
+            found = ('podman', _LIBPOD.match(part).group('id'))
+        elif _HEX64.match(part) and i > 0 and parts[i - 1] == 'docker':
+            found = ('docker', part)
+    return found
+
+
+def classify(cgroup_text, own_cgroup_text=''):
+    """What the cgroup says runs a process: ``{'kind': 'systemd', 'unit': NAME}``,
+    ``{'kind': 'container', 'engine': 'docker'|'podman', 'id': ID}``, or ``{'kind': 'process'}``.
+
+    OWN_CGROUP_TEXT is the module's own: the container the module runs in is not one of its
+    servers' supervisors, and its prefix is left out."""
+    own = container_of(own_cgroup_text) if own_cgroup_text else None
+    for path in _paths(cgroup_text):
+        if own and (path == own or path.startswith(own + '/')):
+            path = path[len(own):]
+        parts = [p for p in path.split('/') if p]
+        engine = _container(parts)
+        if engine:
+            return {'kind': 'container', 'engine': engine[0], 'id': engine[1]}
+        units = [p for p in parts if _SERVICE.match(p)]
+        if units and not units[-1].startswith('user@'):
+            return {'kind': 'systemd', 'unit': units[-1]}
+    return {'kind': 'process'}
+
+
+# -- the supervisor's own answer --------------------------------------------------------------
+
+UNIT_PROPERTIES = ('Id', 'FragmentPath', 'Restart', 'TimeoutStopUSec', 'UnitFileState', 'ActiveState', 'SubState',
+                   'Result', 'MainPID', 'NRestarts', 'KillMode', 'ExecMainCode', 'ExecMainStatus')
+
+
+def parse_show(text):
+    """``systemctl show`` output (``KEY=VALUE`` lines) as a dict."""
+    values = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition('=')
+        if sep:
+            values[key] = value
+    return values
+
+
+def _seconds(usec_text):
+    """systemd's time span text (``1min 30s``, ``45s``, ``500ms``, ``infinity``) in seconds; None when unknown."""
+    if not usec_text or usec_text == 'infinity':
+        return None
+    units = {'us': 1e-6, 'ms': 1e-3, 's': 1, 'min': 60, 'h': 3600, 'd': 86400}
+    total = 0.0
+    for number, unit in re.findall(r'([0-9.]+)\s*(us|ms|min|s|h|d)', usec_text):
+        total += float(number) * units[unit]
+    return total if total else None
+
+
+def read_unit(run, unit):
+    """The unit's answer: restart policy, stop timeout, enablement, state, main PID and, from its
+    unit file, whether sglang_launch wrote it."""
+    rc, out, err = run(['systemctl', 'show', unit, '--property=' + ','.join(UNIT_PROPERTIES)], None)
+    if rc != 0:
+        raise SupervisorError('systemctl show %s failed (rc %d): %s' % (unit, rc, (err or out).strip()))
+    show = parse_show(out)
+    ours = False
+    path = show.get('FragmentPath')
+    if path:
+        try:
+            with open(path) as f:
+                ours = f.readline().startswith(UNIT_HEADER)
+        except (IOError, OSError):
+            ours = False
+    return {
+        'kind': 'systemd', 'unit': unit, 'fragment_path': path or None, 'written_by_gpuops': ours,
+        'restart': show.get('Restart'), 'timeout_stop': _seconds(show.get('TimeoutStopUSec')),
+        'enabled': show.get('UnitFileState') in ('enabled', 'enabled-runtime', 'alias', 'linked', 'linked-runtime'),
+        'unit_file_state': show.get('UnitFileState'), 'active_state': show.get('ActiveState'),
+        'main_pid': int(show.get('MainPID') or 0), 'n_restarts': int(show.get('NRestarts') or 0),
+        'kill_mode': show.get('KillMode'),
+    }
+
+
+def read_container(run, engine, container_id):
+    """The engine's answer (``inspect``): name, image, restart policy, network mode and published ports."""
+    command = _ENGINE_COMMANDS[engine]
+    rc, out, err = run([command, 'inspect', '--type', 'container', container_id], None)
+    if rc != 0:
+        raise SupervisorError('%s inspect %s failed (rc %d): %s' % (command, container_id[:12], rc, (err or out).strip()))
+    try:
+        info = json.loads(out)[0]
+    except (ValueError, IndexError, TypeError):
+        raise SupervisorError('%s inspect %s answered no container' % (command, container_id[:12]))
+    host = info.get('HostConfig') or {}
+    ports = {}
+    for key, bindings in ((info.get('NetworkSettings') or {}).get('Ports') or {}).items():
+        port, sep, proto = key.partition('/')
+        if proto == 'tcp' and bindings:
+            ports[int(port)] = sorted(set(int(b['HostPort']) for b in bindings if b.get('HostPort')))
+    return {
+        'kind': 'container', 'engine': engine, 'id': container_id, 'name': (info.get('Name') or '').lstrip('/'),
+        'image': (info.get('Config') or {}).get('Image') or info.get('ImageName'),
+        'restart': ((host.get('RestartPolicy') or {}).get('Name') or 'no'),
+        'network': host.get('NetworkMode'), 'ports': ports,
+        'comes_back': ((host.get('RestartPolicy') or {}).get('Name') or 'no') in COMES_BACK,
+    }
+
+
+def container_url(supervisor, argv_url):
+    """Where a container server answers from the host: its own URL with host networking, else the host port
+    published for its port; None when it is not reachable from here."""
+    if supervisor.get('network') == 'host':
+        return argv_url
+    port = int(argv_url.rsplit(':', 1)[1])
+    published = supervisor.get('ports', {}).get(port)
+    return 'http://127.0.0.1:%d' % published[0] if published else None
+
+
+def disable_hint(supervisor):
+    """The command that keeps SUPERVISOR from starting the server again."""
+    if supervisor['kind'] == 'systemd':
+        return 'systemctl disable --now %s' % supervisor['unit']
+    if supervisor['kind'] == 'container':
+        return '%s update --restart=no %s' % (_ENGINE_COMMANDS[supervisor['engine']], supervisor.get('name') or
+                                              supervisor['id'][:12])
+    return None
+
+
+def stop(run, supervisor, timeout, clock):
+    """Stop the server through its supervisor (``systemctl stop`` with the unit's own KillMode and TimeoutStopSec;
+    ``docker|podman stop --time TIMEOUT``). Returns ``{'seconds', 'forced', 'how'}``: FORCED when the supervisor
+    had to escalate to SIGKILL."""
+    start = clock()
+    if supervisor['kind'] == 'systemd':
+        unit = supervisor['unit']
+        rc, out, err = run(['systemctl', 'stop', unit], None)
+        seconds = clock() - start
+        if rc != 0:
+            raise SupervisorError('systemctl stop %s failed (rc %d) after %.1f s: %s' % (unit, rc, seconds,
+                                                                                     (err or out).strip()))
+        rc, out, err = run(['systemctl', 'show', unit, '--property=Result,ExecMainCode,ExecMainStatus,ActiveState'],
+                           None)
+        show = parse_show(out) if rc == 0 else {}
+        # systemd.exec(5) $SERVICE_RESULT: "timeout" when the stop timed out and systemd sent SIGKILL;
+        # ExecMainCode 2 is CLD_KILLED (waitid(2)), ExecMainStatus the signal.
+        forced = show.get('Result') == 'timeout' or (show.get('ExecMainCode') == '2' and show.get('ExecMainStatus') == '9')
+        return {'seconds': round(seconds, 2), 'forced': forced, 'how': 'systemctl stop %s' % unit,
+                'result': show.get('Result'), 'state': show.get('ActiveState')}
+    command = _ENGINE_COMMANDS[supervisor['engine']]
+    rc, out, err = run([command, 'stop', '--time', str(int(round(timeout))), supervisor['id']], None)
+    seconds = clock() - start
+    if rc != 0:
+        raise SupervisorError('%s stop %s failed (rc %d) after %.1f s: %s' % (command, supervisor['id'][:12], rc,
+                                                                            seconds, (err or out).strip()))
+    rc, out, err = run([command, 'inspect', '--type', 'container', '--format', '{{.State.ExitCode}}',
+                        supervisor['id']], None)
+    code = out.strip() if rc == 0 else ''
+    # 128 + 9: the engine's SIGKILL after --time
+    return {'seconds': round(seconds, 2), 'forced': code == '137',
+            'how': '%s stop --time %d %s' % (command, int(round(timeout)), supervisor.get('name') or supervisor['id'][:12]),
+            'result': 'exit code %s' % code if code else None, 'state': 'exited'}

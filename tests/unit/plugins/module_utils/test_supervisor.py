@@ -1,0 +1,125 @@
+# Copyright: (c) 2026, gpuops maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What runs a server, from /proc/PID/cgroup as each layout writes it, and the supervisor's own answer."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ansible_collections.gpuops.host.plugins.module_utils import _supervisor as sup
+
+ID = 'a' * 64
+OTHER = 'b' * 64
+# cgroup v1 hybrid, as this kind of machine shows it inside a Podman container running systemd (measured)
+V1_IN_PODMAN = ('11:pids:/libpod_parent/libpod-%s/system.slice/team-sglang.service\n'
+                '9:name=systemd:/libpod_parent/libpod-%s/system.slice/team-sglang.service\n'
+                '0::/libpod_parent/libpod-%s\n') % (ID, ID, ID)
+OWN_IN_PODMAN = ('9:name=systemd:/libpod_parent/libpod-%s/user.slice/user-0.slice/session-c1.scope\n'
+                 '0::/libpod_parent/libpod-%s\n') % (ID, ID)
+
+
+@pytest.mark.parametrize('cgroup, own, expected', [
+    # cgroup v2 (Ubuntu 22.04 and later): systemd.special(7)'s system.slice
+    ('0::/system.slice/team-sglang.service\n', '', {'kind': 'systemd', 'unit': 'team-sglang.service'}),
+    ('0::/system.slice/gpu.slice/gpu-serve.slice/sglang@a.service\n', '', {'kind': 'systemd', 'unit': 'sglang@a.service'}),
+    # a login session and a user's own manager are no supervisor of a server
+    ('0::/user.slice/user-1000.slice/session-4.scope\n', '', {'kind': 'process'}),
+    ('0::/user.slice/user-1000.slice/user@1000.service/app.slice/x.scope\n', '', {'kind': 'process'}),
+    ('0::/\n', '', {'kind': 'process'}),
+    # the systemd unit inside the container that the module itself runs in
+    (V1_IN_PODMAN, OWN_IN_PODMAN, {'kind': 'systemd', 'unit': 'team-sglang.service'}),
+    # Docker's cgroupfs driver (cgroup v1, as Debian's docker.io 20.10 runs here) and its systemd driver
+    ('9:name=systemd:/docker/%s\n0::/docker/%s\n' % (ID, ID), '', {'kind': 'container', 'engine': 'docker', 'id': ID}),
+    ('0::/system.slice/docker-%s.scope\n' % ID, '', {'kind': 'container', 'engine': 'docker', 'id': ID}),
+    # Podman: systemd driver, cgroupfs driver
+    ('0::/machine.slice/libpod-%s.scope/container\n' % ID, '', {'kind': 'container', 'engine': 'podman', 'id': ID}),
+    ('9:name=systemd:/libpod_parent/libpod-%s\n' % OTHER, '', {'kind': 'container', 'engine': 'podman', 'id': OTHER}),
+    # a container nested in the module's own: the inner one
+    ('9:name=systemd:/libpod_parent/libpod-%s/docker/%s\n' % (ID, OTHER), OWN_IN_PODMAN,
+     {'kind': 'container', 'engine': 'docker', 'id': OTHER}),
+])
+def test_classify(cgroup, own, expected):
+    assert sup.classify(cgroup, own) == expected
+
+
+def test_the_module_s_own_container_is_no_supervisor_of_its_neighbours():
+    neighbour = ('9:name=systemd:/libpod_parent/libpod-%s/user.slice/user-0.slice/session-c2.scope\n'
+                 '0::/libpod_parent/libpod-%s\n') % (ID, ID)
+    assert sup.classify(neighbour, OWN_IN_PODMAN) == {'kind': 'process'}
+
+
+class Run:
+    """The commands a test expects, each with its (rc, stdout, stderr), and those that were run."""
+
+    def __init__(self, answers):
+        self.answers = answers
+        self.calls = []
+
+    def __call__(self, argv, environ):
+        self.calls.append(argv)
+        for prefix, answer in self.answers:
+            if argv[:len(prefix)] == prefix:
+                return answer
+        raise AssertionError('unexpected command %r' % argv)
+
+
+def test_read_unit_says_whether_gpuops_wrote_it(tmp_path):
+    ours, theirs = tmp_path / 'gpuops-sglang.service', tmp_path / 'sglang.service'
+    ours.write_text(sup.UNIT_HEADER + ' (sglang_launch)\n[Service]\n')
+    theirs.write_text('[Unit]\nDescription=team server\n')
+    for path, written in ((ours, True), (theirs, False)):
+        show = ('Id=x.service\nFragmentPath=%s\nRestart=always\nTimeoutStopUSec=1min 30s\nUnitFileState=enabled\n'
+                'ActiveState=active\nMainPID=4200\nNRestarts=2\nKillMode=mixed\n' % path)
+        unit = sup.read_unit(Run([(['systemctl', 'show'], (0, show, ''))]), 'x.service')
+        assert unit['written_by_gpuops'] is written
+        assert (unit['restart'], unit['timeout_stop'], unit['enabled'], unit['main_pid'], unit['n_restarts']) == \
+            ('always', 90.0, True, 4200, 2)
+
+
+# `docker inspect` of a container started with --restart unless-stopped -p 30000:30000 (the keys read, as
+# Docker 20.10 writes them)
+INSPECT = [{'Id': ID, 'Name': '/team-sglang', 'Config': {'Image': 'lmsysorg/sglang:latest'},
+            'HostConfig': {'RestartPolicy': {'Name': 'unless-stopped', 'MaximumRetryCount': 0},
+                           'NetworkMode': 'default'},
+            'NetworkSettings': {'Ports': {'30000/tcp': [{'HostIp': '0.0.0.0', 'HostPort': '31000'},
+                                                        {'HostIp': '::', 'HostPort': '31000'}],
+                                          '9000/udp': None}}}]
+
+
+def test_read_container_and_its_url():
+    c = sup.read_container(Run([(['docker', 'inspect'], (0, json.dumps(INSPECT), ''))]), 'docker', ID)
+    assert (c['name'], c['image'], c['restart'], c['comes_back'], c['ports']) == \
+        ('team-sglang', 'lmsysorg/sglang:latest', 'unless-stopped', True, {30000: [31000]})
+    assert sup.container_url(c, 'http://127.0.0.1:30000') == 'http://127.0.0.1:31000'
+    assert sup.container_url(c, 'http://127.0.0.1:30001') is None
+    assert sup.container_url(dict(c, network='host'), 'http://127.0.0.1:30001') == 'http://127.0.0.1:30001'
+    assert sup.disable_hint(c) == 'docker update --restart=no team-sglang'
+
+
+def test_a_failed_inspect_is_an_error_with_the_engine_s_words():
+    with pytest.raises(sup.SupervisorError, match=r'podman inspect aaaaaaaaaaaa failed \(rc 125\): no such container'):
+        sup.read_container(Run([(['podman', 'inspect'], (125, '', 'no such container\n'))]), 'podman', ID)
+
+
+@pytest.mark.parametrize('show, forced', [
+    ('Result=success\nExecMainCode=1\nExecMainStatus=0\nActiveState=inactive\n', False),
+    ('Result=timeout\nExecMainCode=2\nExecMainStatus=9\nActiveState=failed\n', True),
+    ('Result=success\nExecMainCode=2\nExecMainStatus=9\nActiveState=inactive\n', True),
+])
+def test_stop_through_systemd_reports_an_escalation(show, forced):
+    run = Run([(['systemctl', 'stop'], (0, '', '')), (['systemctl', 'show'], (0, show, ''))])
+    clock = iter([10.0, 16.5])
+    result = sup.stop(run, {'kind': 'systemd', 'unit': 'team-sglang.service'}, 60, lambda: next(clock))
+    assert (result['forced'], result['seconds'], result['how']) == (forced, 6.5, 'systemctl stop team-sglang.service')
+
+
+def test_stop_through_the_engine_waits_its_time_and_reads_the_exit_code():
+    run = Run([(['docker', 'stop'], (0, ID + '\n', '')), (['docker', 'inspect'], (0, '137\n', ''))])
+    clock = iter([0.0, 60.4])
+    result = sup.stop(run, {'kind': 'container', 'engine': 'docker', 'id': ID, 'name': 'team-sglang'}, 60,
+                      lambda: next(clock))
+    assert run.calls[0] == ['docker', 'stop', '--time', '60', ID]
+    assert result['forced'] and result['how'] == 'docker stop --time 60 team-sglang'
