@@ -21,7 +21,7 @@ SIM_LIB := $(abspath $(BUILD))/sim/lib
 GET_PIP := $(HOME)/.ansible/test/cache/get_pip_24_2.py
 ANSIBLE_TEST := $(BIN)/ansible-test
 TEST_PYTHON := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-APT_PACKAGES := python3 python3-venv gcc make rsync psmisc procps util-linux iproute2 shellcheck
+APT_PACKAGES := python3 python3-venv gcc make rsync psmisc procps util-linux iproute2 shellcheck docker.io
 LOGS := $(abspath $(BUILD))/logs
 STAGE := mk/stage.sh $(LOGS)
 

@@ -1,0 +1,136 @@
+# Copyright: (c) 2026, gpuops maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A real Docker daemon (Debian's docker.io) inside a simulated node's sandbox, and the SGLang
+stand-in in one of its containers.
+
+    with Dockerd(node.sandbox) as docker:
+        c = docker.run_standin(node, "team-sglang", ["--tp-size", "2"], restart="unless-stopped")
+        docker.inspect(c)
+
+The daemon runs inside the node's PID namespace, so its containers' processes are the node's
+processes (in PID namespaces of their own), as on a host. As FACTS.md measured on this kind of
+machine: `dockerd --data-root D --exec-root E -H unix://S --pidfile P --iptables=false
+--bridge=none`, the overlay2 storage driver, the cgroupfs cgroup driver on cgroup v1
+(`/docker/ID` in /proc/PID/cgroup); containers use `--network host`. No registry is reachable, so
+the image is an empty one (`docker import` of an empty tar) and the container binds the host's
+/usr, /lib, /etc and the stand-in's directories read-only, the node's /proc at
+GPUSIM_HOST_PROC (for the NVML double, as gpusim.sandbox.Sandbox.container does) and its
+/dev/nvidia* files. The test stops the daemon by the PID in its own pidfile.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import time
+
+from gpusim import nvml, standin
+from gpusim.nvml import REPO_ROOT, SIM_DIR
+from gpusim.sandbox import VENV_PYTHON
+
+IMAGE = "gpuops-empty:latest"
+
+
+def available() -> bool:
+    return shutil.which("dockerd") is not None and shutil.which("docker") is not None
+
+
+class Dockerd:
+    def __init__(self, sb):
+        self.sb = sb
+        # unix socket paths are limited to 108 bytes (containerd's under the exec root too): a short directory
+        self.root = tempfile.mkdtemp(prefix="gpusim-docker-")
+        self.socket = os.path.join(self.root, "docker.sock")
+        self.host = "unix://" + self.socket
+        self.pidfile = os.path.join(self.root, "docker.pid")
+        self.proc = None
+
+    def __enter__(self) -> "Dockerd":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def env(self) -> dict:
+        return dict(os.environ, DOCKER_HOST=self.host)
+
+    def docker(self, *args, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+        return subprocess.run(["docker"] + list(args), env=self.env(), capture_output=True, text=True,
+                              timeout=timeout, check=check)
+
+    def start(self, timeout: float = 60) -> "Dockerd":
+        os.makedirs(self.root, exist_ok=True)
+        argv = ["dockerd", "--data-root", os.path.join(self.root, "data"), "--exec-root", os.path.join(self.root, "exec"),
+                "-H", self.host, "--pidfile", self.pidfile, "--iptables=false", "--bridge=none"]
+        with open(os.path.join(self.root, "dockerd.log"), "ab") as log:
+            self.proc = self.sb.popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while self.docker("info", "--format", "{{.ServerVersion}}", check=False).returncode != 0:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("dockerd did not start; log:\n" + self.log()[-3000:])
+            time.sleep(0.2)
+        if self.docker("image", "inspect", IMAGE, check=False).returncode != 0:
+            empty = os.path.join(self.root, "empty.tar")
+            with tarfile.open(empty, "w"):
+                pass
+            subprocess.run(["docker", "import", empty, IMAGE], env=self.env(), check=True, capture_output=True)
+        return self
+
+    def log(self) -> str:
+        with open(os.path.join(self.root, "dockerd.log"), errors="replace") as f:
+            return f.read()
+
+    def stop(self) -> None:
+        """Remove the containers, then stop the daemon by the PID in its own pidfile."""
+        if self.proc is None:
+            return
+        ids = self.docker("ps", "-aq", check=False).stdout.split()
+        if ids:
+            self.docker("rm", "-f", *ids, check=False)
+        try:
+            with open(self.pidfile) as f:
+                pid = int(f.read().strip())
+            self.sb.run(["kill", "-TERM", str(pid)])
+        except (OSError, ValueError):
+            pass
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+        self.proc = None
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def run_standin(self, node, name: str, args=(), restart: str = "no", env: dict = None) -> str:
+        """The stand-in as `python -m sglang.launch_server` in a container NAME on the host network, serving on
+        the node's port; the container's id."""
+        outer = "/gpusim-node-proc"
+        environment = dict(standin.FAST_ENV, **node.server_env)
+        environment.update(GPUSIM_STATE=node.sandbox.state_dir, LD_LIBRARY_PATH=nvml.lib_dir(), GPUSIM_HOST_PROC=outer,
+            PYTHONPATH=":".join([node.sglang, SIM_DIR]), PATH="/usr/local/bin:/usr/bin:/bin")
+        environment.update(env or {})
+        # as teams run it: `docker run ... python3 -m sglang.launch_server ...`, the server as the container's PID 1
+        argv = ["run", "-d", "--name", name, "--network", "host", "--restart", restart]
+        for path in ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", REPO_ROOT, os.path.dirname(node.sglang),
+                     node.workdir):
+            if os.path.exists(path):
+                argv += ["-v", "%s:%s:ro" % (path, path)]
+        argv += ["-v", "%s:%s" % (node.sandbox.state_dir, node.sandbox.state_dir), "-v", "/proc:%s:ro" % outer]
+        # the node's device files (gpusim.sandbox: /dev/nvidia0..N-1 and the shared ones), as --gpus would pass them
+        devices = ["nvidia%d" % i for i in range(node.sandbox.gpus)] + ["nvidiactl", "nvidia-uvm", "nvidia-uvm-tools",
+                                                                        "nvidia-modeset"]
+        for dev in devices:
+            argv += ["-v", "/dev/%s:/dev/%s" % (dev, dev)]
+        for key, value in sorted(environment.items()):
+            argv += ["-e", "%s=%s" % (key, value)]
+        argv += [IMAGE, VENV_PYTHON, "-m", "sglang.launch_server", "--model-path", node.model,
+                 "--port", str(node.port)] + list(args)
+        return self.docker(*argv).stdout.strip()
+
+    def inspect(self, container: str) -> dict:
+        return json.loads(self.docker("inspect", container).stdout)[0]
