@@ -160,7 +160,7 @@ class Options:
     def __init__(self, patterns=(), environ=(), pids=(), nvml_processes=False, device_holders=False, devices=(),
                  protect=DEFAULT_PROTECT, descendants=True, sessions=True, other_namespaces=False,
                  max_processes=512, kill_mode='mixed', term_signal=signal.SIGTERM, term_timeout=30.0,
-                 kill_timeout=10.0, protect_gateways=True):
+                 kill_timeout=10.0, protect_gateways=True, users=()):
         self.patterns = list(patterns)            # [(text, compiled)]
         self.environ = list(environ)              # [(name, text, compiled)]
         self.pids = set(pids)
@@ -177,6 +177,7 @@ class Options:
         self.term_timeout = float(term_timeout)
         self.kill_timeout = float(kill_timeout)
         self.protect_gateways = protect_gateways
+        self.users = set(users or ())
 
 
 def parse_options(params):
@@ -223,5 +224,5 @@ def parse_options(params):
         other_namespaces=params['other_namespaces'], max_processes=params['max_processes'],
         kill_mode=params['kill_mode'], term_signal=parse_signal(params['term_signal']),
         term_timeout=_seconds(params, 'term_timeout'), kill_timeout=_seconds(params, 'kill_timeout'),
-        protect_gateways=params['protect_gateways'],
+        protect_gateways=params['protect_gateways'], users=params['users'],
     )

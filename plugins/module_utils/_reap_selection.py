@@ -95,6 +95,7 @@ class Selection:
         self._pid_starts = None  # {pid: start time} of the processes ``pids`` named at the first scan
         self._zombie_starts = {}  # {pid: start time} of the zombies in ``zombies``
         self._gateways = {}     # {pid: gateway pid} of the table being chosen from (gateway.members)
+        self._named_now = set()  # the PIDs that ``pids`` named, in the table being chosen from
 
     # -- why a process is spared --
 
@@ -111,6 +112,10 @@ class Selection:
         hits = proc.names() & self.options.protect
         if hits:
             return 'protected name %s' % sorted(hits)[0]
+        if self.options.users and proc.pid not in self._named_now:
+            user = self.procs.owner(proc.pid)
+            if user is not None and user not in self.options.users:
+                return "another user's process (%s)" % user
         gw = self._gateways.get(proc.pid)
         if gw == proc.pid:
             return 'SGLang Model Gateway'
@@ -241,9 +246,8 @@ class Selection:
         """
         known = dict((pid, t) for pid, t in (known or {}).items()
                      if pid in table and table[pid].start == t.proc.start)
-        self._gateways = {}
-        if self.options.protect_gateways:
-            self._gateways = gateway.members(table, exempt=self._named(table))
+        self._named_now = self._named(table)
+        self._gateways = gateway.members(table, exempt=self._named_now) if self.options.protect_gateways else {}
         picked = {}
         for pid, reasons in sorted(self.roots(table, devices).items()):
             if pid not in known and not self._spare(table[pid], reasons, table):

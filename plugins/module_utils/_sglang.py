@@ -252,9 +252,10 @@ def find(p, deps):
     named = p.get('pids') or []
     servers, apart = sprocs.find_servers(deps.procfs, table, patterns, record, p['default_url'], redact,
                                          deps.self_pids, elsewhere, named)
+    servers, others = _owned(servers, p.get('owners') or [], named, deps)
     servers, moved = _supervise(servers, table, own_cgroup, deps)
     recorded = [s for s in servers if s['recorded']]
-    found = {'servers': servers, 'elsewhere': apart + moved, 'record': record,
+    found = {'servers': servers, 'elsewhere': apart + moved, 'others': others, 'record': record,
              'recorded': recorded[0] if recorded else None,
              'gateways': sprocs.gateways(deps.procfs, table, redact, named)}
     if p.get('port'):
@@ -268,6 +269,27 @@ def find(p, deps):
     for line in found['comes_back']:
         deps.warn(line)
     return found
+
+
+def _owned(servers, owners, named, deps):
+    """SERVERS split into those of OWNERS (all of them when OWNERS is empty), and the others - another user's, each
+    with its user and the ports it listens on - which are neither drained nor stopped unless NAMED lists them."""
+    if not owners:
+        return servers, []
+    kept, others = [], []
+    listening = None
+    for server in servers:
+        user = deps.procfs.owner(server['pid'])
+        server['user'] = user
+        if user in owners or server['pid'] in named or user is None:
+            kept.append(server)
+            continue
+        if listening is None:
+            listening = deps.procfs.tcp_listening()
+        pids = [m['pid'] for m in server['tree']]
+        others.append({'pid': server['pid'], 'user': user, 'cmdline': server['cmdline'],
+                       'ports': deps.procfs.listening_ports(pids, listening)})
+    return kept, others
 
 
 def _supervise(servers, table, own_cgroup, deps):

@@ -193,6 +193,14 @@ options:
       - V(false) drops that list. PID 1, kernel threads, the module and its ancestors stay protected.
     type: bool
     default: true
+  users:
+    description:
+      - Select only processes of these users (names, or UIDs where a process's user has no name); the others are
+        spared, listed in RV(protected) with the reason, unless O(pids) names them. Unset, the processes of every
+        user may be selected.
+      - On a shared host, the owner of the server and V(root) - a colleague's server matches the same patterns.
+    type: list
+    elements: str
   protect_gateways:
     description:
       - Never signal the SGLang Model Gateway (PyPI C(sglang-router)) nor anything below it in the process tree,
@@ -626,6 +634,7 @@ def main():
             protect=dict(type='list', elements='str'),
             protect_defaults=dict(type='bool', default=True),
             protect_gateways=dict(type='bool', default=True),
+            users=dict(type='list', elements='str'),
             kill_mode=dict(type='str', default='mixed', choices=['mixed', 'control-group']),
             term_signal=dict(type='str', default='SIGTERM'),
             term_timeout=dict(type='float', default=30),

@@ -174,6 +174,14 @@ options:
         O(pids) does not name - those are stopped through their launcher, and the message names it.
     type: bool
     default: false
+  owners:
+    description:
+      - For V(find), the users whose servers are found for a stop (names, or UIDs where a user has no name). Another
+        user's server is listed in RV(others), with its user, PID and ports, and is never drained (it is sent no
+        API key) nor stopped, unless O(pids) names it. Empty, the servers of every user are found.
+    type: list
+    elements: str
+    default: []
   stop_supervised:
     description:
       - For V(find), after the drain, stop each server that a systemd unit or a Docker or Podman container runs
@@ -420,6 +428,12 @@ elsewhere:
       state: S
       cmdline: python3 -m sglang.launch_server
       reason: "in another PID namespace (pid:[4026532712])"
+others:
+  description: V(find) with O(owners) - other users' servers, left alone, each with C(pid), C(user), C(cmdline) and C(ports).
+  returned: action is find
+  type: list
+  elements: dict
+  sample: [{pid: 7300, user: bob, cmdline: python3 -m sglang.launch_server --port 31000, ports: [31000]}]
 supervised_stops:
   description: V(find) with O(stop_supervised) - the servers stopped through their unit or container.
   returned: action is find and stop_supervised
@@ -719,6 +733,7 @@ def main():
             presets=dict(type='list', elements='str', default=['sglang']),
             patterns=dict(type='list', elements='str', default=[]),
             pids=dict(type='list', elements='int', default=[]),
+            owners=dict(type='list', elements='str', default=[]),
             stop_supervised=dict(type='bool', default=False),
             stop_timeout=dict(type='float', default=60),
             disable_supervisors=dict(type='bool', default=False),

@@ -218,7 +218,7 @@ def params(**kw):
     base = dict(patterns=None, presets=None, environ=None, pids=None, descendants=True, sessions=True,
                 other_namespaces=False, nvml_processes=False, device_holders=False, devices=None, max_processes=512,
                 protect=None, protect_defaults=True, kill_mode='mixed', term_signal='SIGTERM', term_timeout=30.0,
-                kill_timeout=10.0, protect_gateways=True)
+                kill_timeout=10.0, protect_gateways=True, users=None)
     base.update(kw)
     return base
 
@@ -1061,3 +1061,16 @@ def test_the_preset_names_every_title_of_the_release_and_no_other(release):
     literals = set(t['literal'].split('::', 1)[1].rstrip(':') for t in titles) | {'server'}
     named = set(re.sub(r'[(:].*', '', t) for t in SGLANG_TITLES)
     assert named == literals
+
+
+def test_users_spares_another_user_s_server_unless_named():
+    w = World()
+    w.sglang(tp=2)
+    w.add(500, 1, ['python3', '-m', 'sglang.launch_server', '--port', '31000'], owner='bob')
+    w.add(501, 500, ['sglang::scheduler_TP0'], sid=500, owner='bob')
+    chosen = planned(reaper(w, presets=['sglang'], users=['root', 'sglang']))
+    assert 500 not in [p['pid'] for p in chosen['would_stop']] and 100 in [p['pid'] for p in chosen['would_stop']]
+    reasons = dict((p['pid'], p['reason']) for p in chosen['protected'])
+    assert reasons[500] == reasons[501] == "another user's process (bob)"
+    named = planned(reaper(w, presets=['sglang'], users=['root'], pids=[500]))
+    assert 500 in [p['pid'] for p in named['would_stop']]
