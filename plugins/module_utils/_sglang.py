@@ -48,13 +48,39 @@ class Deps:
         self.self_pids = tuple(self_pids)
 
 
+def public_secrets(p):
+    """Where the options of P that the module's invocation log shows as given (server_args, environment) carry a
+    secret value: a secret-named argument or variable, or an argument of secret_args. Such a value belongs in
+    secret_server_args or secret_environment, which are declared no_log."""
+    args = p.get('server_args') or {}
+    found = ['server_args.%s' % n for n in sargs.secret_names(args, p.get('secret_args') or ())
+             if args[n] not in (None, False, True, '')]
+    found.extend('environment.%s' % k for k, v in sorted((p.get('environment') or {}).items())
+                 if sargs.SECRET_NAME.search(k) and v not in (None, ''))
+    return found
+
+
+def merged(p):
+    """P with secret_server_args folded into server_args (their names added to secret_args) and
+    secret_environment into environment: what every action reads."""
+    hidden = p.get('secret_server_args') or {}
+    env = p.get('secret_environment') or {}
+    if not hidden and not env:
+        return p
+    return dict(p, server_args=dict(p.get('server_args') or {}, **hidden),
+                secret_args=sorted(set(p.get('secret_args') or ()) | set(hidden)),
+                environment=dict(p.get('environment') or {}, **env))
+
+
 def secrets_of(p):
     """Every secret value among the parameters P, to be masked wherever it could show."""
+    p = merged(p)
     secrets = list(p.get('secrets') or [])
     if p.get('api_key'):
         secrets.append(p['api_key'])
     secrets.extend(sargs.secret_values(p.get('server_args') or {}, p.get('secret_args') or ()))
     secrets.extend(str(v) for k, v in (p.get('environment') or {}).items() if sargs.SECRET_NAME.search(k))
+    secrets.extend(str(v) for v in (p.get('secret_environment') or {}).values())
     return [s for s in secrets if s]
 
 
@@ -401,5 +427,11 @@ _PERFORM = {'find': find, 'release': release, 'render': render, 'check_args': ch
 
 
 def perform(params, deps):
-    """Run the action PARAMS['action']; a dict of results, or ActionFailed."""
-    return _PERFORM[params['action']](params, deps)
+    """Run the action PARAMS['action']; a dict of results, or ActionFailed. A secret in an option that the
+    invocation log shows as given is refused before anything else is done."""
+    leaked = public_secrets(params)
+    if leaked:
+        raise ActionFailed('%s: secret value(s) in an option that the module logs as given (syslog or the journal); '
+                           'pass secret server arguments in secret_server_args and secret variables in '
+                           'secret_environment, which are never logged' % ', '.join(leaked), {'leaked': leaked})
+    return _PERFORM[params['action']](merged(params), deps)

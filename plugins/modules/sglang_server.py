@@ -45,9 +45,11 @@ description:
   - V(probe) sends one C(/generate) request with its own request id O(rid) and, with O(dump_dir), waits for
     the hidden-state dump whose file name carries that id - not for any file, since health checks generate too.
   - V(check_info) compares C(/server_info) with O(expect).
-  - Secrets - O(api_key), O(secrets), and the values of secret-named O(environment) variables and O(server_args)
-    (names with C(key), C(token), C(secret) or C(password), and those in O(secret_args)) - never appear on a
-    command line, in messages or in results; they are masked.
+  - Secrets - O(api_key), O(secrets), O(secret_server_args) and O(secret_environment) - never appear on a command
+    line, in messages, in results or in the module's invocation log (syslog, or the journal) - those options are
+    declared C(no_log). O(server_args) and O(environment) are logged as given, so a value there that is a secret
+    (a name with C(key), C(token), C(secret) or C(password), or listed in O(secret_args)) is refused before
+    anything is done.
 author:
   - gpuops maintainers (@gpuops)
 requirements:
@@ -96,9 +98,15 @@ options:
     description:
       - Environment of the server, given to V(release) and V(check_args) as the server would get it.
         C(CUDA_VISIBLE_DEVICES) maps the GPUs of RV(expected_gpus).
-      - The values of variables whose names contain C(key), C(token), C(secret) or C(password) (C(HF_TOKEN)) are
-        masked in every result and message; list any other secret value in O(secrets). Masking applies to the
-        whole result, so masking a value such as a version number would also mask it where it is data.
+      - Logged as given with the invocation, so a variable whose name contains C(key), C(token), C(secret) or
+        C(password) (C(HF_TOKEN)) is refused here; put it, and any other secret variable, in O(secret_environment).
+    type: dict
+    default: {}
+  secret_environment:
+    description:
+      - More environment of the server, as O(environment) (its values win), whose values are secrets - never logged,
+        and masked in every result and message (those of 4 characters or more). Masking applies to the whole
+        result, so masking a value such as a version number would also mask it where it is data.
     type: dict
     default: {}
   entry_module:
@@ -111,10 +119,21 @@ options:
         C(ServerArgs) (V(mem_fraction_static), V(cuda_graph_max_bs_decode)); the flag is C(--) and the name with
         dashes. V(true) renders a bare flag, V(false) and V(null) leave it out, a list renders the flag once
         followed by its items, a mapping is passed as JSON.
+      - Logged as given with the invocation, so an argument whose value is a secret (a name with C(key),
+        C(token), C(secret) or C(password), or listed in O(secret_args)) is refused here; pass it in
+        O(secret_server_args).
+    type: dict
+    default: {}
+  secret_server_args:
+    description:
+      - Server arguments, as O(server_args), whose values are secrets (V(api_key), V(hf_token)) - never logged,
+        never on the command line (see V(render)), and masked in every result and message.
     type: dict
     default: {}
   secret_args:
-    description: More names of O(server_args) whose values are secrets, beside those named like one.
+    description:
+      - More names of server arguments whose values are secrets, beside those named like one and those of
+        O(secret_server_args).
     type: list
     elements: str
     default: []
@@ -262,6 +281,11 @@ EXAMPLES = r"""
       tp_size: 4
       mem_fraction_static: 0.92
       cuda_graph_max_bs_decode: 160
+    secret_server_args:
+      api_key: "{{ vault_sglang_api_key }}"
+    secret_environment:
+      HF_TOKEN: "{{ vault_hf_token }}"
+    secrets_path: /var/lib/gpuops/sglang/secret-args.yaml
   register: args
 
 - name: Find the servers of the host
@@ -535,6 +559,14 @@ log_tail:
   type: list
   elements: str
   sample: ["ValueError: ..."]
+leaked:
+  description:
+    - Options of O(server_args) and O(environment) that carried a secret value, refused (C(server_args.api_key)); the
+      values are not returned.
+  returned: failure because of a secret in a logged option
+  type: list
+  elements: str
+  sample: [environment.HF_TOKEN]
 checked:
   description: V(check_environ) - the processes checked, with the variables each lacks; V(check_info) - the names compared.
   returned: action is check_environ or check_info
@@ -587,8 +619,10 @@ def main():
             python=dict(type='path', default='/usr/bin/python3'),
             pythonpath=dict(type='list', elements='path', default=[]),
             environment=dict(type='dict', default={}),
+            secret_environment=dict(type='dict', default={}, no_log=True),
             entry_module=dict(type='str', default='sglang.launch_server'),
             server_args=dict(type='dict', default={}),
+            secret_server_args=dict(type='dict', default={}, no_log=True),
             secret_args=dict(type='list', elements='str', default=[], no_log=False),
             config_file=dict(type='bool', default=False),
             config_path=dict(type='path'),
