@@ -14,6 +14,8 @@ import errno
 import os
 import pwd
 import signal
+import socket
+import sys
 
 PF_KTHREAD = 0x00200000  # /proc/PID/stat flags bit of kernel threads
 
@@ -130,20 +132,34 @@ def parse_environ(raw):
 TCP_LISTEN = '0A'  # the st column of /proc/net/tcp and tcp6 for a listening socket
 
 
-def parse_tcp_listeners(raw, port):
-    """Inodes of the sockets that /proc/net/tcp or tcp6 (RAW) lists as listening on PORT."""
-    inodes = set()
+def _tcp_address(hex_address):
+    """The text form of an address of /proc/net/tcp or tcp6: the kernel prints each 32-bit word of the address in
+    the host's byte order (``0100007F`` is 127.0.0.1 on a little-endian host)."""
+    words = [int(hex_address[i:i + 8], 16).to_bytes(4, sys.byteorder) for i in range(0, len(hex_address), 8)]
+    raw = b''.join(words)
+    return socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, raw)
+
+
+def parse_tcp_listen_addresses(raw, port):
+    """{inode: local address} of the sockets that /proc/net/tcp or tcp6 (RAW) lists as listening on PORT."""
+    found = {}
     for line in _text(raw).splitlines()[1:]:
         fields = line.split()
         # sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode ...
         if len(fields) < 10 or fields[3] != TCP_LISTEN:
             continue
         try:
-            if int(fields[1].rsplit(':', 1)[1], 16) == port and fields[9] != '0':
-                inodes.add(int(fields[9]))
+            address, hex_port = fields[1].rsplit(':', 1)
+            if int(hex_port, 16) == port and fields[9] != '0':
+                found[int(fields[9])] = _tcp_address(address)
         except (IndexError, ValueError):
             continue
-    return inodes
+    return found
+
+
+def parse_tcp_listeners(raw, port):
+    """Inodes of the sockets that /proc/net/tcp or tcp6 (RAW) lists as listening on PORT."""
+    return set(parse_tcp_listen_addresses(raw, port))
 
 
 class ProcFS:
@@ -230,13 +246,18 @@ class ProcFS:
 
     def tcp_listeners(self, port):
         """Inodes of the TCP sockets (IPv4 and IPv6) listening on PORT in this process's network namespace."""
-        inodes = set()
+        return set(self.tcp_listen_addresses(port))
+
+    def tcp_listen_addresses(self, port):
+        """{inode: local address} of the TCP sockets (IPv4 and IPv6) listening on PORT in this process's network
+        namespace."""
+        found = {}
         for name in ('tcp', 'tcp6'):
             try:
-                inodes |= parse_tcp_listeners(_read(os.path.join(self.root, 'net', name)), port)
+                found.update(parse_tcp_listen_addresses(_read(os.path.join(self.root, 'net', name)), port))
             except (IOError, OSError):
                 pass  # no IPv6 in this kernel
-        return inodes
+        return found
 
     def pid_namespace(self, pid):
         """The PID namespace of a process as ``pid:[INODE]``, or None when it cannot be read."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from urllib.parse import urlsplit
 
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang_args as sargs
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang_http as shttp
@@ -271,19 +272,57 @@ def find(p, deps):
     if p.get('port'):
         found['port'] = sprocs.port_holders(deps.procfs, table, p['port'], redact)
     if p.get('drain'):
-        found['drains'] = _drain_each(found, p, deps)
+        found['drains'] = _drain_each(found, p, deps, table)
     return found
 
 
-def _drain_each(found, p, deps):
-    """Drain each server FOUND, one after the other, as action drain does; stop at the first that fails."""
-    drains = []
+def _port(url):
+    try:
+        parts = urlsplit(url)
+        return parts.port or (443 if parts.scheme == 'https' else 80)
+    except ValueError:
+        return None
+
+
+def _tied(p, deps, pid, url, table=None):
+    """own_listener for the server PID at URL's port: where that server itself listens, or why it cannot be told."""
+    table = deps.procfs.snapshot() if table is None else table
+    port = _port(url)
+    if port is None:
+        return {'port': None, 'tied': False, 'url': None, 'holders': [], 'strangers': [],
+                'reason': 'its URL %s names no port' % url}
+    return sprocs.own_listener(deps.procfs, table, pid, port, _redactor(p))
+
+
+def _drain_each(found, p, deps, table):
+    """Drain each server FOUND, one after the other, as action drain does, at the address where its own tree listens;
+    stop at the first that fails. A server whose listener cannot be tied to its tree, or that runs as a user who is
+    not trusted with the API key (root, the recorded server's owner, api_key_users), is sent nothing: it is not
+    drained, and is listed in RV(undrained) with the reason."""
+    users = set(['root'] + list(p.get('api_key_users') or []))
+    if found['recorded']:
+        users.add(deps.procfs.owner(found['recorded']['pid']))
+    drains, undrained = [], []
     for server in found['servers']:
+        user = deps.procfs.owner(server['pid'])
+        tie = _tied(p, deps, server['pid'], server['url'], table)
+        reason = tie['reason'] if not tie['tied'] else None
+        if reason is None and user not in users:
+            reason = 'it runs as %s, who is not trusted with the API key (root%s)' % (
+                user, ''.join(', ' + u for u in sorted(users - set(['root']))))
+        if reason:
+            undrained.append({'pid': server['pid'], 'user': user, 'url': server['url'], 'reason': reason,
+                              'strangers': tie['strangers']})
+            deps.warn('the SGLang server %d (user %s, %s) is not drained and is sent nothing: %s'
+                      % (server['pid'], user, server['url'], reason))
+            continue
         try:
-            result = drain(dict(p, url=server['url'], pid=server['pid']), deps)
+            result = drain(dict(p, url=tie['url'], pid=server['pid']), deps, tied=True)
         except ActionFailed as e:
-            raise ActionFailed(e.msg, dict(found, drains=drains + [dict(e.result, pid=server['pid'], url=server['url'])]))
-        drains.append(dict(result, pid=server['pid'], url=server['url']))
+            raise ActionFailed(e.msg, dict(found, undrained=undrained,
+                                           drains=drains + [dict(e.result, pid=server['pid'], url=tie['url'])]))
+        drains.append(dict(result, pid=server['pid'], url=tie['url']))
+    found['undrained'] = undrained
     return drains
 
 
@@ -313,9 +352,22 @@ def check_environ(p, deps):
 
 # -- HTTP --------------------------------------------------------------------------------------
 
-def drain(p, deps):
+def _require_own(p, deps, what):
+    """With P['pid'], refuse to send anything to P['url'] unless the listener on its port belongs to that server's
+    tree; the message names the processes that hold the port instead (PID, user, command line)."""
+    if not p.get('pid'):
+        return
+    tie = _tied(p, deps, p['pid'], p['url'])
+    if not tie['tied']:
+        raise ActionFailed('%s: %s is not the SGLang server %d\'s own listener, so nothing is sent there: %s'
+                           % (what, p['url'], p['pid'], tie['reason']), {'listener': tie})
+
+
+def drain(p, deps, tied=False):
     client = _client(p, deps)
     redact = _redactor(p)
+    if not tied:
+        _require_own(p, deps, 'cannot drain')
     if deps.check_mode:
         reading = shttp.InFlight(client).read(min(p['request_timeout'], 10), deps.clock)
         return {'drained': reading.count == 0 or reading.refused, 'serving': not reading.refused,
@@ -361,10 +413,19 @@ def ready(p, deps):
                               (lambda: sprocs.alive(deps.procfs, pid, start)) if pid else (lambda: True),
                               deps.clock, deps.sleep)
     result['last'] = redact(result['last'])
-    if result['ready']:
+    tie = _tied(p, deps, pid, p['url']) if pid else None
+    if tie is not None:
+        result['listener'] = tie
+    if result['ready'] and (tie is None or tie['tied']):
         return result
     result['log_tail'] = sprocs.log_tail(p.get('log_path'), p['log_lines'], redact)
-    if result['died']:
+    if tie is not None and (tie['strangers'] or (result['ready'] and not tie['tied'])):
+        # Whatever answered, it was not (only) the new server: another program holds its port.
+        result['ready'] = False
+        head = 'the SGLang server %d is not what answers at %s: %s' % (pid, p['url'], tie['reason'])
+        if result['died']:
+            head += '; the server exited after %.1f s' % result['seconds']
+    elif result['died']:
         head = 'the SGLang server %d exited while loading, after %.1f s' % (pid, result['seconds'])
     else:
         head = 'the SGLang server%s did not answer %s with 200 within %g s (last: %s)' % (
@@ -377,6 +438,7 @@ def ready(p, deps):
 def probe(p, deps):
     """A request with its own id; with dump_dir, wait for the hidden-state dump named by that id."""
     client = _client(p, deps)
+    _require_own(p, deps, 'cannot send the probe')
     rid = p.get('rid') or 'gpuops-probe-%d-%d' % (os.getpid(), int(time.time() * 1000))
     if deps.check_mode:
         return {'changed': True, 'rid': rid, 'dumps': [], 'seconds': 0.0}
@@ -408,6 +470,7 @@ def probe(p, deps):
 
 def check_info(p, deps):
     client = _client(p, deps)
+    _require_own(p, deps, 'cannot read /server_info')
     expected = p.get('expect') or {}
     try:
         info = shttp.server_info(client, p['request_timeout'])

@@ -328,4 +328,4 @@ def test_find_names_the_process_that_listens_on_the_port(run_module, base):
     finally:
         listener.close()
     outcome, result, dummy = run_module(sglang_server, dict(base, action='find', port=port))
-    assert result['port'] == {'port': port, 'listening': False, 'holders': []}
+    assert result['port'] == {'port': port, 'listening': False, 'holders': [], 'addresses': [], 'unheld': False}
