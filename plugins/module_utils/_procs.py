@@ -14,6 +14,8 @@ import errno
 import os
 import pwd
 import signal
+import socket
+import sys
 
 PF_KTHREAD = 0x00200000  # /proc/PID/stat flags bit of kernel threads
 
@@ -130,8 +132,16 @@ def parse_environ(raw):
 TCP_LISTEN = '0A'  # the st column of /proc/net/tcp and tcp6 for a listening socket
 
 
+def _tcp_address(hex_address):
+    """The text form of an address of /proc/net/tcp or tcp6: the kernel prints each 32-bit word of the address in
+    the host's byte order (``0100007F`` is 127.0.0.1 on a little-endian host)."""
+    words = [int(hex_address[i:i + 8], 16).to_bytes(4, sys.byteorder) for i in range(0, len(hex_address), 8)]
+    raw = b''.join(words)
+    return socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, raw)
+
+
 def parse_tcp_listening(raw):
-    """``{inode: port}`` of the sockets that /proc/net/tcp or tcp6 (RAW) lists as listening."""
+    """``{inode: (local address, port)}`` of the sockets that /proc/net/tcp or tcp6 (RAW) lists as listening."""
     found = {}
     for line in _text(raw).splitlines()[1:]:
         fields = line.split()
@@ -139,10 +149,22 @@ def parse_tcp_listening(raw):
         if len(fields) < 10 or fields[3] != TCP_LISTEN or fields[9] == '0':
             continue
         try:
-            found[int(fields[9])] = int(fields[1].rsplit(':', 1)[1], 16)
+            address, hex_port = fields[1].rsplit(':', 1)
+            found[int(fields[9])] = (_tcp_address(address), int(hex_port, 16))
         except (IndexError, ValueError):
             continue
     return found
+
+
+def parse_tcp_listen_addresses(raw, port):
+    """{inode: local address} of the sockets that /proc/net/tcp or tcp6 (RAW) lists as listening on PORT."""
+    return dict((inode, address) for inode, (address, listening) in parse_tcp_listening(raw).items()
+                if listening == port)
+
+
+def parse_tcp_listeners(raw, port):
+    """Inodes of the sockets that /proc/net/tcp or tcp6 (RAW) lists as listening on PORT."""
+    return set(parse_tcp_listen_addresses(raw, port))
 
 
 class ProcFS:
@@ -228,7 +250,8 @@ class ProcFS:
         return targets
 
     def tcp_listening(self):
-        """``{inode: port}`` of the TCP sockets (IPv4 and IPv6) listening in this process's network namespace."""
+        """``{inode: (local address, port)}`` of the TCP sockets (IPv4 and IPv6) listening in this process's network
+        namespace."""
         found = {}
         for name in ('tcp', 'tcp6'):
             try:
@@ -239,7 +262,13 @@ class ProcFS:
 
     def tcp_listeners(self, port):
         """Inodes of the TCP sockets (IPv4 and IPv6) listening on PORT in this process's network namespace."""
-        return set(inode for inode, listening in self.tcp_listening().items() if listening == port)
+        return set(self.tcp_listen_addresses(port))
+
+    def tcp_listen_addresses(self, port):
+        """{inode: local address} of the TCP sockets (IPv4 and IPv6) listening on PORT in this process's network
+        namespace."""
+        return dict((inode, address) for inode, (address, listening) in self.tcp_listening().items()
+                    if listening == port)
 
     def listening_ports(self, pids, listening=None):
         """The TCP ports on which a socket that one of PIDS holds listens, sorted; LISTENING is what
@@ -249,9 +278,9 @@ class ProcFS:
         for pid in pids:
             for target in self.open_files(pid):
                 if target.startswith('socket:['):
-                    port = listening.get(int(target[8:-1]))
-                    if port is not None:
-                        ports.add(port)
+                    entry = listening.get(int(target[8:-1]))
+                    if entry is not None:
+                        ports.add(entry[1])
         return sorted(ports)
 
     def pid_namespace(self, pid):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from urllib.parse import urlsplit
 
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang_args as sargs
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang_http as shttp
@@ -53,13 +54,39 @@ class Deps:
         self.self_pids = tuple(self_pids)
 
 
+def public_secrets(p):
+    """Where the options of P that the module's invocation log shows as given (server_args, environment) carry a
+    secret value: a secret-named argument or variable, or an argument of secret_args. Such a value belongs in
+    secret_server_args or secret_environment, which are declared no_log."""
+    args = p.get('server_args') or {}
+    found = ['server_args.%s' % n for n in sargs.secret_names(args, p.get('secret_args') or ())
+             if args[n] not in (None, False, True, '')]
+    found.extend('environment.%s' % k for k, v in sorted((p.get('environment') or {}).items())
+                 if sargs.SECRET_NAME.search(k) and v not in (None, ''))
+    return found
+
+
+def merged(p):
+    """P with secret_server_args folded into server_args (their names added to secret_args) and
+    secret_environment into environment: what every action reads."""
+    hidden = p.get('secret_server_args') or {}
+    env = p.get('secret_environment') or {}
+    if not hidden and not env:
+        return p
+    return dict(p, server_args=dict(p.get('server_args') or {}, **hidden),
+                secret_args=sorted(set(p.get('secret_args') or ()) | set(hidden)),
+                environment=dict(p.get('environment') or {}, **env))
+
+
 def secrets_of(p):
     """Every secret value among the parameters P, to be masked wherever it could show."""
+    p = merged(p)
     secrets = list(p.get('secrets') or [])
     if p.get('api_key'):
         secrets.append(p['api_key'])
     secrets.extend(sargs.secret_values(p.get('server_args') or {}, p.get('secret_args') or ()))
     secrets.extend(str(v) for k, v in (p.get('environment') or {}).items() if sargs.SECRET_NAME.search(k))
+    secrets.extend(str(v) for v in (p.get('secret_environment') or {}).values())
     return [s for s in secrets if s]
 
 
@@ -262,7 +289,7 @@ def find(p, deps):
         found['port'] = sprocs.port_holders(deps.procfs, table, p['port'], redact)
     if p.get('drain'):
         _refuse_colaunched(found)
-        found['drains'] = _drain_each(found, p, deps)
+        found['drains'] = _drain_each(found, p, deps, table)
     if p.get('stop_supervised'):
         found['supervised_stops'] = _stop_supervised(found, p, deps)
     found['comes_back'] = [_comes_back(s) for s in servers if _comes_back(s)]
@@ -437,15 +464,53 @@ def _refuse_colaunched(found):
             'stop them anyway; nothing was drained or signalled' % '; '.join(lines), found)
 
 
-def _drain_each(found, p, deps):
-    """Drain each server FOUND, one after the other, as action drain does; stop at the first that fails."""
-    drains = []
+def _port(url):
+    try:
+        parts = urlsplit(url)
+        return parts.port or (443 if parts.scheme == 'https' else 80)
+    except ValueError:
+        return None
+
+
+def _tied(p, deps, pid, url, table=None):
+    """own_listener for the server PID at URL's port: where that server itself listens, or why it cannot be told."""
+    table = deps.procfs.snapshot() if table is None else table
+    port = _port(url)
+    if port is None:
+        return {'port': None, 'tied': False, 'url': None, 'holders': [], 'strangers': [],
+                'reason': 'its URL %s names no port' % url}
+    return sprocs.own_listener(deps.procfs, table, pid, port, _redactor(p))
+
+
+def _drain_each(found, p, deps, table):
+    """Drain each server FOUND, one after the other, as action drain does, at the address where its own tree listens;
+    stop at the first that fails. A server whose listener cannot be tied to its tree, or that runs as a user who is
+    not trusted with the API key (root, the recorded server's owner, api_key_users), is sent nothing: it is not
+    drained, and is listed in RV(undrained) with the reason."""
+    users = set(['root'] + list(p.get('api_key_users') or []))
+    if found['recorded']:
+        users.add(deps.procfs.owner(found['recorded']['pid']))
+    drains, undrained = [], []
     for server in found['servers']:
+        user = deps.procfs.owner(server['pid'])
+        tie = _tied(p, deps, server['pid'], server['url'], table)
+        reason = tie['reason'] if not tie['tied'] else None
+        if reason is None and user not in users:
+            reason = 'it runs as %s, who is not trusted with the API key (root%s)' % (
+                user, ''.join(', ' + u for u in sorted(users - set(['root']))))
+        if reason:
+            undrained.append({'pid': server['pid'], 'user': user, 'url': server['url'], 'reason': reason,
+                              'strangers': tie['strangers']})
+            deps.warn('the SGLang server %d (user %s, %s) is not drained and is sent nothing: %s'
+                      % (server['pid'], user, server['url'], reason))
+            continue
         try:
-            result = drain(dict(p, url=server['url'], pid=server['pid']), deps)
+            result = drain(dict(p, url=tie['url'], pid=server['pid']), deps, tied=True)
         except ActionFailed as e:
-            raise ActionFailed(e.msg, dict(found, drains=drains + [dict(e.result, pid=server['pid'], url=server['url'])]))
-        drains.append(dict(result, pid=server['pid'], url=server['url']))
+            raise ActionFailed(e.msg, dict(found, undrained=undrained,
+                                           drains=drains + [dict(e.result, pid=server['pid'], url=tie['url'])]))
+        drains.append(dict(result, pid=server['pid'], url=tie['url']))
+    found['undrained'] = undrained
     return drains
 
 
@@ -475,9 +540,22 @@ def check_environ(p, deps):
 
 # -- HTTP --------------------------------------------------------------------------------------
 
-def drain(p, deps):
+def _require_own(p, deps, what):
+    """With P['pid'], refuse to send anything to P['url'] unless the listener on its port belongs to that server's
+    tree; the message names the processes that hold the port instead (PID, user, command line)."""
+    if not p.get('pid'):
+        return
+    tie = _tied(p, deps, p['pid'], p['url'])
+    if not tie['tied']:
+        raise ActionFailed('%s: %s is not the SGLang server %d\'s own listener, so nothing is sent there: %s'
+                           % (what, p['url'], p['pid'], tie['reason']), {'listener': tie})
+
+
+def drain(p, deps, tied=False):
     client = _client(p, deps)
     redact = _redactor(p)
+    if not tied:
+        _require_own(p, deps, 'cannot drain')
     if deps.check_mode:
         reading = shttp.InFlight(client).read(min(p['request_timeout'], 10), deps.clock)
         return {'drained': reading.count == 0 or reading.refused, 'serving': not reading.refused,
@@ -523,10 +601,19 @@ def ready(p, deps):
                               (lambda: sprocs.alive(deps.procfs, pid, start)) if pid else (lambda: True),
                               deps.clock, deps.sleep)
     result['last'] = redact(result['last'])
-    if result['ready']:
+    tie = _tied(p, deps, pid, p['url']) if pid else None
+    if tie is not None:
+        result['listener'] = tie
+    if result['ready'] and (tie is None or tie['tied']):
         return result
     result['log_tail'] = sprocs.log_tail(p.get('log_path'), p['log_lines'], redact)
-    if result['died']:
+    if tie is not None and (tie['strangers'] or (result['ready'] and not tie['tied'])):
+        # Whatever answered, it was not (only) the new server: another program holds its port.
+        result['ready'] = False
+        head = 'the SGLang server %d is not what answers at %s: %s' % (pid, p['url'], tie['reason'])
+        if result['died']:
+            head += '; the server exited after %.1f s' % result['seconds']
+    elif result['died']:
         head = 'the SGLang server %d exited while loading, after %.1f s' % (pid, result['seconds'])
     else:
         head = 'the SGLang server%s did not answer %s with 200 within %g s (last: %s)' % (
@@ -539,6 +626,7 @@ def ready(p, deps):
 def probe(p, deps):
     """A request with its own id; with dump_dir, wait for the hidden-state dump named by that id."""
     client = _client(p, deps)
+    _require_own(p, deps, 'cannot send the probe')
     rid = p.get('rid') or 'gpuops-probe-%d-%d' % (os.getpid(), int(time.time() * 1000))
     if deps.check_mode:
         return {'changed': True, 'rid': rid, 'dumps': [], 'seconds': 0.0}
@@ -570,6 +658,7 @@ def probe(p, deps):
 
 def check_info(p, deps):
     client = _client(p, deps)
+    _require_own(p, deps, 'cannot read /server_info')
     expected = p.get('expect') or {}
     try:
         info = shttp.server_info(client, p['request_timeout'])
@@ -590,5 +679,11 @@ _PERFORM = {'find': find, 'release': release, 'render': render, 'check_args': ch
 
 
 def perform(params, deps):
-    """Run the action PARAMS['action']; a dict of results, or ActionFailed."""
-    return _PERFORM[params['action']](params, deps)
+    """Run the action PARAMS['action']; a dict of results, or ActionFailed. A secret in an option that the
+    invocation log shows as given is refused before anything else is done."""
+    leaked = public_secrets(params)
+    if leaked:
+        raise ActionFailed('%s: secret value(s) in an option that the module logs as given (syslog or the journal); '
+                           'pass secret server arguments in secret_server_args and secret variables in '
+                           'secret_environment, which are never logged' % ', '.join(leaked), {'leaked': leaked})
+    return _PERFORM[params['action']](merged(params), deps)

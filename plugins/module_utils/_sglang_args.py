@@ -209,7 +209,12 @@ class Redactor:
     _PAIR = re.compile(r'''(\b(\w+)\s*[=:]\s*)(['"])(.*?)\3''')
 
     def __init__(self, secrets=()):
-        self.secrets = sorted((s for s in set(secrets) if s and len(s) >= 4), key=len, reverse=True)
+        # each value as given, and as repr() and JSON show it (quotes and backslashes escaped)
+        forms = set()
+        for s in set(secrets):
+            if s and len(s) >= 4:
+                forms.update((s, json.dumps(s)[1:-1], repr(s)[1:-1]))
+        self.secrets = sorted(forms, key=len, reverse=True)
 
     def __call__(self, text):
         if text is None:
@@ -237,6 +242,28 @@ class Redactor:
                 out.append(self(arg))
                 hide = bool(secret)
         return out
+
+
+def masked(value, redact):
+    """VALUE (a result: mappings, lists, strings) with REDACT applied to every string in it."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return dict((k, masked(v, redact)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [masked(v, redact) for v in value]
+    return value
+
+
+def masking(report, redact=None):
+    """REPORT (a module's exit_json or fail_json) that first masks, in every string of its keyword arguments, the
+    values of secret-named flags and pairs (``--api-key X``, ``--hf-token=X``, ``api_key='X'``): command lines of
+    processes started by hand carry them."""
+    redact = redact or Redactor()
+
+    def report_masked(**result):
+        return report(**masked(result, redact))
+    return report_masked
 
 
 def _int(args, names, default):

@@ -85,12 +85,58 @@ def describe(proc, redact):
 
 
 def port_holders(procfs, table, port, redact):
-    """Who listens on TCP PORT: ``listening`` (a socket listens, in this network namespace) and ``holders``, the
-    processes of TABLE with such a socket open (none when only processes this PID namespace cannot see hold it)."""
-    sockets = set('socket:[%d]' % inode for inode in procfs.tcp_listeners(port))
-    holders = [describe(proc, redact) for pid, proc in sorted(table.items())
-               if sockets and not proc.zombie and not proc.kernel_thread and sockets.intersection(procfs.open_files(pid))]
-    return {'port': port, 'listening': bool(sockets), 'holders': holders}
+    """Who listens on TCP PORT: ``listening`` (a socket listens, in this network namespace), ``addresses`` (the local
+    addresses those sockets are bound to), ``holders``, the processes of TABLE with such a socket open, each with its
+    ``user`` (none when only processes this PID namespace cannot see hold it), and ``unheld``, whether some listening
+    socket is held by none of them."""
+    addresses = procfs.tcp_listen_addresses(port)
+    sockets = set('socket:[%d]' % inode for inode in addresses)
+    holders, held = [], set()
+    for pid, proc in sorted(table.items()):
+        if not sockets or proc.zombie or proc.kernel_thread:
+            continue
+        mine = sockets.intersection(procfs.open_files(pid))
+        if mine:
+            held |= mine
+            holders.append(dict(describe(proc, redact), user=procfs.owner(pid)))
+    return {'port': port, 'listening': bool(sockets), 'holders': holders,
+            'addresses': sorted(set(addresses.values())), 'unheld': bool(sockets - held)}
+
+
+def _url_host(address):
+    """The host to connect to for a socket bound to ADDRESS: loopback for a wildcard address."""
+    if address in ('0.0.0.0',) or address.startswith('127.'):
+        return '127.0.0.1'
+    if address in ('::', '::1'):
+        return '[::1]'
+    return '[%s]' % address if ':' in address else address
+
+
+def own_listener(procfs, table, pid, port, redact):
+    """Whether the TCP listener on PORT belongs to the tree of the main process PID (see tree): ``tied`` when some
+    process of the tree listens there and no other process does (nor one this PID namespace cannot see); then
+    ``url``, the server's own address (loopback for a wildcard) rather than one its command line names. Also
+    ``holders`` and ``strangers`` (the holders outside the tree, by PID, user and command line) and ``reason``,
+    why it is not tied."""
+    held = port_holders(procfs, table, port, redact)
+    root = table.get(pid)
+    members = set(p.pid for p in tree(table, root)) if root is not None and not root.zombie else set()
+    strangers = [h for h in held['holders'] if h['pid'] not in members]
+    out = {'port': port, 'tied': False, 'url': None, 'holders': held['holders'], 'strangers': strangers,
+           'reason': None}
+    if strangers:
+        out['reason'] = 'port %d is held by %s, which is not of the tree of %d' % (
+            port, ', '.join('pid %d (user %s: %s)' % (h['pid'], h['user'], h['cmdline']) for h in strangers), pid)
+    elif not members:
+        out['reason'] = 'the server %d is not running' % pid
+    elif held['unheld']:
+        out['reason'] = 'a socket on port %d is held by a process this PID namespace cannot see' % port
+    elif not held['holders']:
+        out['reason'] = 'nothing of the tree of %d listens on port %d' % (pid, port)
+    else:
+        hosts = sorted(set(_url_host(a) for a in held['addresses']), key=lambda h: (h != '127.0.0.1', h != '[::1]', h))
+        out.update(tied=True, url='http://%s:%d' % (hosts[0], port))
+    return out
 
 
 def find_servers(procfs, table, patterns, record, default_url, redact, self_pids=(), elsewhere=None, named=()):

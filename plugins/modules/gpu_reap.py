@@ -584,6 +584,7 @@ from ansible_collections.gpuops.host.plugins.module_utils._nvml import (
 from ansible_collections.gpuops.host.plugins.module_utils._procs import ProcFS
 from ansible_collections.gpuops.host.plugins.module_utils._reap import Reaper, ReapFailure, reap
 from ansible_collections.gpuops.host.plugins.module_utils._reap_options import PRESETS, ReapError, parse_options
+from ansible_collections.gpuops.host.plugins.module_utils._sglang_args import masking
 from ansible_collections.gpuops.host.plugins.module_utils._verify import SelectionError, Verification, wait_argument_spec
 
 SYSFS_ROOT = '/sys'
@@ -644,6 +645,8 @@ def main():
         required_if=[('device_holders', True, ['devices'])],
         supports_check_mode=True,
     )
+    # Command lines typed by hand can carry a secret (--api-key X): masked in every result and message.
+    module.exit_json, module.fail_json = masking(module.exit_json), masking(module.fail_json)
     procs = ProcFS()
     place = Place(procs, os.getpid())
     try:

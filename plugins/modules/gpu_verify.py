@@ -219,6 +219,7 @@ gpus:
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpuops.host.plugins.module_utils._nvml import HAS_PYNVML, PYNVML_IMPORT_ERROR, Nvml, NvmlError
+from ansible_collections.gpuops.host.plugins.module_utils._sglang_args import masking
 from ansible_collections.gpuops.host.plugins.module_utils._verify import SelectionError, Verification, wait_argument_spec
 
 SYSFS_ROOT = '/sys'
@@ -226,6 +227,8 @@ SYSFS_ROOT = '/sys'
 
 def main():
     module = AnsibleModule(argument_spec=wait_argument_spec(), supports_check_mode=True)
+    # Command lines typed by hand can carry a secret (--api-key X): masked in every result and message.
+    module.exit_json, module.fail_json = masking(module.exit_json), masking(module.fail_json)
     try:
         verification = Verification(module.params, SYSFS_ROOT)
     except ValueError as e:

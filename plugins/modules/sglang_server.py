@@ -17,7 +17,12 @@ description:
     record O(record_path), by O(presets) and by O(patterns) - with the URL each answers on and its tree (its
     descendants and, for a server that leads its own session, every process of that session, orphans
     re-parented to PID 1 included). With O(drain) it then drains each of them, one after the other, as
-    V(drain) does, in the same call (RV(drains)).
+    V(drain) does, in the same call (RV(drains)), at the address where the server's own tree listens (from
+    C(/proc/net/tcp), C(/proc/net/tcp6) and the processes' sockets), never one its command line names. A server whose
+    listener cannot be tied to its tree (nothing of it listens on its port, or another process does), or that runs
+    as a user not trusted with O(api_key) (root, the owner of the recorded server, O(api_key_users)), is sent
+    nothing - no request, no key - and is not drained; it is listed in RV(undrained) with the reason, and a
+    warning names it. Its drain cannot hold up the stop.
   - V(release) reads the version of the SGLang that O(python) imports.
   - V(render) turns O(server_args) into the server's command line and the NVML indices of the GPUs it will
     occupy. Secret arguments never go onto the command line, which every user of the host can read - with
@@ -38,7 +43,9 @@ description:
     to the time left. When requests are still in flight at the end it fails, leaving the server running,
     unless O(force), which asks the server to abort them (C(/abort_request)) and reports them as lost.
   - V(ready) waits until O(path) answers 200, and stops at once, with the end of the server's log (secrets
-    masked), when the process O(pid) exits.
+    masked), when the process O(pid) exits. With O(pid), ready also means that the listener on the port of O(url)
+    belongs to the tree of O(pid) - a port held by another process (one that bound it while the server loaded)
+    fails the action, naming that process by PID, user and command line.
   - V(check_environ) checks that every variable of O(environ) is in the environment of the server O(pid) and
     of every titled scheduler (C(sglang::scheduler*)) of its tree - SGLang's children hide their environment
     behind setproctitle unless the launch set C(SPT_NOENV=1).
@@ -54,9 +61,13 @@ description:
     C(docker-ID.scope) with the C(systemd) driver) or a Podman one (C(libpod-ID)), then from C(docker|podman inspect);
     or nobody, a process in its own session, with the parent that may start it again. A unit is only taken for the
     supervisor where systemd is PID 1 of the module's PID namespace.
-  - Secrets - O(api_key), O(secrets), and the values of secret-named O(environment) variables and O(server_args)
-    (names with C(key), C(token), C(secret) or C(password), and those in O(secret_args)) - never appear on a
-    command line, in messages or in results; they are masked.
+  - V(drain), V(probe) and V(check_info) with O(pid) send nothing - O(api_key) included - unless the listener on
+    the port of O(url) belongs to the tree of O(pid).
+  - Secrets - O(api_key), O(secrets), O(secret_server_args) and O(secret_environment) - never appear on a command
+    line, in messages, in results or in the module's invocation log (syslog, or the journal) - those options are
+    declared C(no_log). O(server_args) and O(environment) are logged as given, so a value there that is a secret
+    (a name with C(key), C(token), C(secret) or C(password), or listed in O(secret_args)) is refused before
+    anything is done.
 author:
   - gpuops maintainers (@gpuops)
 requirements:
@@ -105,9 +116,15 @@ options:
     description:
       - Environment of the server, given to V(release) and V(check_args) as the server would get it.
         C(CUDA_VISIBLE_DEVICES) maps the GPUs of RV(expected_gpus).
-      - The values of variables whose names contain C(key), C(token), C(secret) or C(password) (C(HF_TOKEN)) are
-        masked in every result and message; list any other secret value in O(secrets). Masking applies to the
-        whole result, so masking a value such as a version number would also mask it where it is data.
+      - Logged as given with the invocation, so a variable whose name contains C(key), C(token), C(secret) or
+        C(password) (C(HF_TOKEN)) is refused here; put it, and any other secret variable, in O(secret_environment).
+    type: dict
+    default: {}
+  secret_environment:
+    description:
+      - More environment of the server, as O(environment) (its values win), whose values are secrets - never logged,
+        and masked in every result and message (those of 4 characters or more). Masking applies to the whole
+        result, so masking a value such as a version number would also mask it where it is data.
     type: dict
     default: {}
   entry_module:
@@ -120,10 +137,21 @@ options:
         C(ServerArgs) (V(mem_fraction_static), V(cuda_graph_max_bs_decode)); the flag is C(--) and the name with
         dashes. V(true) renders a bare flag, V(false) and V(null) leave it out, a list renders the flag once
         followed by its items, a mapping is passed as JSON.
+      - Logged as given with the invocation, so an argument whose value is a secret (a name with C(key),
+        C(token), C(secret) or C(password), or listed in O(secret_args)) is refused here; pass it in
+        O(secret_server_args).
+    type: dict
+    default: {}
+  secret_server_args:
+    description:
+      - Server arguments, as O(server_args), whose values are secrets (V(api_key), V(hf_token)) - never logged,
+        never on the command line (see V(render)), and masked in every result and message.
     type: dict
     default: {}
   secret_args:
-    description: More names of O(server_args) whose values are secrets, beside those named like one.
+    description:
+      - More names of server arguments whose values are secrets, beside those named like one and those of
+        O(secret_server_args).
     type: list
     elements: str
     default: []
@@ -232,7 +260,16 @@ options:
     description:
       - The server's main process, for V(ready) (stop waiting when it exits) and V(check_environ), and named in the
         messages of V(drain).
+      - For V(ready), V(drain), V(probe) and V(check_info), the process whose tree must hold the listener on the port
+        of O(url) (see the description).
     type: int
+  api_key_users:
+    description:
+      - For V(find) with O(drain), the users, beside root and the owner of the recorded server, whose servers are
+        drained and sent O(api_key). Servers of other users are listed in RV(undrained).
+    type: list
+    elements: str
+    default: []
   environ:
     description: For V(check_environ), the variables (name to value) that every process checked must have.
     type: dict
@@ -316,6 +353,11 @@ EXAMPLES = r"""
       tp_size: 4
       mem_fraction_static: 0.92
       cuda_graph_max_bs_decode: 160
+    secret_server_args:
+      api_key: "{{ vault_sglang_api_key }}"
+    secret_environment:
+      HF_TOKEN: "{{ vault_hf_token }}"
+    secrets_path: /var/lib/gpuops/sglang/secret-args.yaml
   register: args
 
 - name: Find the servers of the host
@@ -524,12 +566,21 @@ port:
       sample: true
     holders:
       description:
-        - The processes with such a socket open, each with C(pid), C(ppid), C(name), C(state) and C(cmdline) (secrets
-          masked). Empty while RV(port.listening) when only processes this PID namespace cannot see hold it.
+        - The processes with such a socket open, each with C(pid), C(ppid), C(name), C(state), C(user) and C(cmdline)
+          (secrets masked). Empty while RV(port.listening) when only processes this PID namespace cannot see hold it.
       type: list
       elements: dict
-      sample: [{pid: 4200, ppid: 1, name: python3, state: S, cmdline: python3 -m sglang.launch_server --port 30000}]
-  sample: {port: 30000, listening: true, holders: []}
+      sample: [{pid: 4200, ppid: 1, name: python3, state: S, user: root, cmdline: python3 -m sglang.launch_server}]
+    addresses:
+      description: The local addresses the listening sockets are bound to.
+      type: list
+      elements: str
+      sample: [127.0.0.1]
+    unheld:
+      description: Whether a listening socket is held by none of RV(port.holders) (by processes this PID namespace cannot see).
+      type: bool
+      sample: false
+  sample: {port: 30000, listening: true, holders: [], addresses: [127.0.0.1], unheld: true}
 release:
   description: The installed SGLang's version.
   returned: action is release or check_args
@@ -599,6 +650,23 @@ drains:
   type: list
   elements: dict
   sample: [{pid: 4200, url: "http://127.0.0.1:30000", drained: true, in_flight: 0, lost: 0, source: loads}]
+undrained:
+  description:
+    - V(find) with O(drain) - the servers sent nothing, neither drained nor given O(api_key), each with C(pid),
+      C(user), C(url), C(reason) and C(strangers) (the processes outside its tree that hold its port).
+  returned: action is find and drain is true
+  type: list
+  elements: dict
+  sample: [{pid: 5100, user: nobody, url: "http://127.0.0.1:4444", strangers: [],
+            reason: "it runs as nobody, who is not trusted with the API key (root)"}]
+listener:
+  description:
+    - V(ready), and the failures of V(drain), V(probe) and V(check_info), with O(pid) - who listens on the port of
+      O(url) - C(port), C(tied) (a process of the tree of O(pid) listens, and no other), C(url) (the server's own
+      address), C(holders), C(strangers) (holders outside the tree, with C(user)) and C(reason).
+  returned: action is ready and pid is set, or failure of a check of the listener
+  type: dict
+  sample: {port: 30000, tied: true, url: "http://127.0.0.1:30000", holders: [], strangers: [], reason: null}
 drained:
   description: V(drain) - whether no request was in flight at the end (or nothing listened).
   returned: action is drain
@@ -670,6 +738,14 @@ log_tail:
   type: list
   elements: str
   sample: ["ValueError: ..."]
+leaked:
+  description:
+    - Options of O(server_args) and O(environment) that carried a secret value, refused (C(server_args.api_key)); the
+      values are not returned.
+  returned: failure because of a secret in a logged option
+  type: list
+  elements: str
+  sample: [environment.HF_TOKEN]
 checked:
   description: V(check_environ) - the processes checked, with the variables each lacks; V(check_info) - the names compared.
   returned: action is check_environ or check_info
@@ -722,8 +798,10 @@ def main():
             python=dict(type='path', default='/usr/bin/python3'),
             pythonpath=dict(type='list', elements='path', default=[]),
             environment=dict(type='dict', default={}),
+            secret_environment=dict(type='dict', default={}, no_log=True),
             entry_module=dict(type='str', default='sglang.launch_server'),
             server_args=dict(type='dict', default={}),
+            secret_server_args=dict(type='dict', default={}, no_log=True),
             secret_args=dict(type='list', elements='str', default=[], no_log=False),
             config_file=dict(type='bool', default=False),
             config_path=dict(type='path'),
@@ -741,6 +819,7 @@ def main():
             default_url=dict(type='str', default='http://127.0.0.1:30000'),
             other_namespaces=dict(type='bool', default=False),
             drain=dict(type='bool', default=False),
+            api_key_users=dict(type='list', elements='str', default=[], no_log=False),
             pid=dict(type='int'),
             environ=dict(type='dict', default={}),
             schedulers=dict(type='int', default=1),

@@ -60,10 +60,11 @@ def check_args(tmp_path, release, server_args, **extra):
 @pytest.mark.parametrize("config_file", [False, True])
 def test_every_mode_renders_and_parses_under_both_releases(tmp_path, release, mode, config_file):
     server_args = dict(modes()[mode]["server_args"], model_path="/models/q", host="127.0.0.1", port=30000,
-                       tp_size=2, enable_metrics=True, api_key="k-123456")
+                       tp_size=2, enable_metrics=True)
     config = str(tmp_path / "state" / "server-args.yaml")
     rc, result = check_args(tmp_path, release, server_args, config_file=config_file, config_path=config,
-                            secrets_path=str(tmp_path / "state" / "secret-args.yaml"))
+                            secrets_path=str(tmp_path / "state" / "secret-args.yaml"),
+                            secret_server_args={"api_key": "k-123456"})
     assert rc == 0, result.get("msg")
     assert result["release"] == release
     assert "k-123456" not in json.dumps(result) and "--api-key" not in result["argv"]
@@ -101,7 +102,8 @@ def test_the_old_graph_flag_per_release(tmp_path, release):
 def test_results_mask_no_short_values(tmp_path):
     """Values of under 4 characters in no_log options (SPT_NOENV=1) must not garble the result's numbers."""
     rc, result = run_module(tmp_path, {"action": "render", "server_args": {"model_path": "/m", "tp_size": 2},
-                                       "environment": {"SPT_NOENV": "1", "HF_TOKEN": "hf_abcdef"}})
+                                       "environment": {"SPT_NOENV": "1"},
+                                       "secret_environment": {"HF_TOKEN": "hf_abcdef"}})
     assert rc == 0 and result["expected_gpus"] == [0, 1], result
     assert "hf_abcdef" not in json.dumps(result) and result["invocation"]["module_args"]["environment"]["SPT_NOENV"] == "1"
 

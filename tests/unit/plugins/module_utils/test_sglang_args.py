@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -332,3 +333,29 @@ def test_config_keys_that_the_release_refuses_in_a_file_are_renamed(sglang, tmp_
     assert found.get('config_keys', {}) == renamed
     assert sargs.render_config({'cuda_graph_max_bs_decode': 160}, renamed) == \
         {renamed.get('cuda-graph-max-bs-decode', 'cuda-graph-max-bs-decode'): 160}
+
+
+def test_the_launch_role_splits_secret_arguments_by_the_same_rule():
+    """sglang_launch passes the secret arguments apart (secret_server_args): its regular expression is SECRET_NAME."""
+    import yaml
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', '..', 'roles', 'sglang_launch',
+                        'vars', 'main.yml')
+    with open(path) as f:
+        regex = yaml.safe_load(f)['sglang_launch_secret_name_regex']
+    assert sargs.SECRET_NAME.flags & re.IGNORECASE and regex == '(?i)' + sargs.SECRET_NAME.pattern
+
+
+def test_redactor_masks_the_repr_and_json_forms_of_a_secret():
+    secret = 'sk-"quoted"\\back\'slash'
+    redact = sargs.Redactor([secret])
+    for form in (secret, json.dumps(secret), repr(secret), json.dumps({'key': secret})):
+        assert secret not in redact(form) and json.dumps(secret)[1:-1] not in redact(form) \
+            and repr(secret)[1:-1] not in redact(form), redact(form)
+
+
+def test_masked_masks_every_string_of_a_result():
+    result = {'msg': 'pid 4 python -m x --api-key sk-1', 'stopped': [{'cmdline': 'x --admin-api-key=k2 --port 1', 'pid': 4}],
+              'n': 3}
+    assert sargs.masked(result, sargs.Redactor()) == {
+        'msg': 'pid 4 python -m x --api-key ********', 'n': 3,
+        'stopped': [{'cmdline': 'x --admin-api-key=******** --port 1', 'pid': 4}]}

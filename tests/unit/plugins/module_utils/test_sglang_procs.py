@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
 import threading
 
 import pytest
@@ -164,12 +165,14 @@ def test_servers_in_another_namespace_are_listed_apart(tree, tmp_path):
 # -- find with drain: one call finds the servers and drains each -------------------------------
 
 class Loads(http.server.BaseHTTPRequestHandler):
-    """/v1/loads (srt/entrypoints/v1_loads.py) with .server.running requests on DP rank 0; no /metrics."""
+    """/v1/loads (srt/entrypoints/v1_loads.py) with .server.running requests on DP rank 0; no /metrics. Every
+    request's Authorization header goes to .server.keys."""
 
     def log_message(self, *args):
         pass
 
     def do_GET(self):
+        self.server.keys.append(self.headers.get('Authorization'))
         status, body = (200, {'loads': [{'dp_rank': 0, 'num_running_reqs': self.server.running,
                                          'num_waiting_reqs': 0}]}) if self.path == '/v1/loads' else (404, {})
         data = json.dumps(body).encode()
@@ -179,18 +182,28 @@ class Loads(http.server.BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
+def listening(root, entries):
+    """/proc/net/tcp of ROOT listing a listener for each (inode, port) of ENTRIES, on 127.0.0.1."""
+    (root / 'net').mkdir(exist_ok=True)
+    (root / 'net' / 'tcp').write_text(TCP_HEADER + ''.join(tcp_line('0100007F:%04X' % port, '0A', inode)
+                                                            for inode, port in entries))
+
+
 @pytest.fixture
 def two_servers(tmp_path):
-    """Two servers started by hand in /proc, each answering /v1/loads on its own port: idle, then busy."""
+    """Two servers started by hand in /proc, each answering /v1/loads on its own port and holding its listening
+    socket: idle, then busy."""
     httpds = []
     proc(tmp_path, 1, ['/sbin/init'], env={})
     for pid, running in ((100, 0), (200, 1)):
         httpd = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Loads)
-        httpd.running = running
+        httpd.running, httpd.keys = running, []
         threading.Thread(target=httpd.serve_forever, daemon=True).start()
         httpds.append(httpd)
         proc(tmp_path, pid, ['python3', '-m', 'sglang.launch_server', '--model-path', '/m',
                              '--port', str(httpd.server_address[1])], env={}, sid=pid)
+        sockets(tmp_path, pid, 8000 + pid)
+    listening(tmp_path, [(8000 + pid, h.server_address[1]) for pid, h in zip((100, 200), httpds)])
     yield ProcFS(str(tmp_path)), httpds
     for httpd in httpds:
         httpd.shutdown()
@@ -220,6 +233,43 @@ def test_find_with_drain_drains_each_server_and_stops_at_the_first_still_busy(tw
     assert [(d['pid'], d['url'], d['drained']) for d in found['drains']] == \
         [(100, 'http://127.0.0.1:%d' % idle.server_address[1], True), (200, 'http://127.0.0.1:%d' % busy.server_address[1], True)]
     assert 'drains' not in find_and_drain(procfs, drain=False)
+
+
+def test_find_with_drain_sends_nothing_to_a_server_whose_port_another_process_holds(two_servers, tmp_path):
+    """The command line of 200 names the port where 100 listens: its drain would read 100's count, with the key."""
+    procfs, (idle, busy) = two_servers
+    proc(tmp_path, 300, ['python3', '-m', 'sglang.launch_server', '--host', 'elsewhere.example',
+                         '--port', str(idle.server_address[1])], env={}, sid=300)
+    busy.running = 0
+
+    found = find_and_drain(procfs, api_key='k-123456', timeout=5)
+
+    assert [(d['pid'], d['url']) for d in found['drains']] == [(100, 'http://127.0.0.1:%d' % idle.server_address[1]),
+                                                               (200, 'http://127.0.0.1:%d' % busy.server_address[1])]
+    assert [(u['pid'], u['user'], [s['pid'] for s in u['strangers']]) for u in found['undrained']] == [(300, 'root', [100])]
+    assert found['undrained'][0]['reason'].startswith('port %d is held by pid 100 (user root: python3 -m sglang.launch_server'
+                                                      % idle.server_address[1])
+    # one reading each (/metrics, then /v1/loads), at the address where each listens: none for 300
+    assert len(idle.keys) == len(busy.keys) == 2 and set(idle.keys + busy.keys) == set(['Bearer k-123456'])
+
+
+def test_find_with_drain_sends_nothing_to_a_server_that_does_not_listen_itself_or_runs_as_another_user(two_servers, tmp_path):
+    procfs, (idle, busy) = two_servers
+    os.chown(str(tmp_path / '200'), 65534, 65534)   # the busy server runs as another user
+    proc(tmp_path, 300, ['python3', '-m', 'sglang.launch_server', '--port', '1'], env={}, sid=300)   # listens nowhere
+
+    found = find_and_drain(procfs, api_key='k-123456')
+
+    assert [d['pid'] for d in found['drains']] == [100]
+    user = procfs.owner(200)
+    assert [(u['pid'], u['user'], u['reason']) for u in found['undrained']] == [
+        (200, user, 'it runs as %s, who is not trusted with the API key (root)' % user),
+        (300, 'root', 'nothing of the tree of 300 listens on port 1')]
+    assert busy.keys == [] and set(idle.keys) == set(['Bearer k-123456'])
+    # trusted by name: drained, with the key
+    busy.running = 0
+    found = find_and_drain(procfs, api_key='k-123456', api_key_users=[user])
+    assert [d['pid'] for d in found['drains']] == [100, 200] and set(busy.keys) == set(['Bearer k-123456'])
 
 
 TCP_HEADER = '  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n'
@@ -256,8 +306,11 @@ def test_port_holders_are_the_processes_with_a_listening_socket_on_the_port(tree
     assert held['listening'] and [h['pid'] for h in held['holders']] == [100]
     assert 'k-123456' not in held['holders'][0]['cmdline']
     assert [h['pid'] for h in sprocs.port_holders(tree, table, 8080, redact)['holders']] == [400]
-    assert sprocs.port_holders(tree, table, 9090, redact) == {'port': 9090, 'listening': True, 'holders': []}
-    assert sprocs.port_holders(tree, table, 9999, redact) == {'port': 9999, 'listening': False, 'holders': []}
+    assert sprocs.port_holders(tree, table, 9090, redact) == {'port': 9090, 'listening': True, 'holders': [],
+                                                              'addresses': ['0.0.0.0'], 'unheld': True}
+    assert sprocs.port_holders(tree, table, 9999, redact) == {'port': 9999, 'listening': False, 'holders': [],
+                                                              'addresses': [], 'unheld': False}
+    assert held['addresses'] == ['::'] and not held['unheld'] and held['holders'][0]['user'] == tree.owner(100)
 
 
 def test_find_with_a_port_reports_its_holders_beside_the_servers(tree, tmp_path):

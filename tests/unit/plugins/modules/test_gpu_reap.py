@@ -183,3 +183,20 @@ def test_the_module_never_selects_itself(run_module):
 def test_examples_show_the_sglang_preset_patterns():
     for pattern in SGLANG_PATTERNS:
         assert "- '%s'" % pattern in gpu_reap.EXAMPLES
+
+
+def test_command_lines_typed_by_hand_are_masked_in_every_result(run_module):
+    """A server started by hand with its key on the command line: the key is not in what gpu_reap reports."""
+    code = 'import time; time.sleep(60)'
+    proc = subprocess.Popen([sys.executable, '-c', code, '--api-key', 'sk-typed-by-hand', '--hf-token=hf_typed1',
+                             '--tp-size', '2'])
+    try:
+        args = {'pids': [proc.pid], '_ansible_check_mode': True}
+        outcome, result, dummy = run_module(gpu_reap, args)
+        assert outcome == 'exit', result
+        shown = result['would_stop'][0]['cmdline']
+        assert shown.endswith('--api-key ******** --hf-token=******** --tp-size 2'), shown
+        assert 'sk-typed-by-hand' not in repr(result) and 'hf_typed1' not in repr(result)
+    finally:
+        proc.kill()
+        proc.wait()

@@ -89,13 +89,46 @@ def test_results_mask_secrets_of_4_characters_and_keep_shorter_values(monkeypatc
         raise SystemExit(0)
 
     monkeypatch.setattr(AnsibleModule, 'exit_json', exit_json)
-    # '1' is a no_log value (secrets); the token's value is masked because of its variable's name
-    args = dict(base, action='render', secrets=['1'], environment={'SPT_NOENV': '1', 'HF_TOKEN': 'wxyz'},
+    # '1' is a no_log value (secrets); the token's value is masked as a secret variable's
+    args = dict(base, action='render', secrets=['1'], environment={'SPT_NOENV': '1'},
+                secret_environment={'HF_TOKEN': 'wxyz'},
                 server_args={'model_path': '/models/m1', 'tp_size': 1, 'served_model_name': 'wxyz'})
     with patch_module_args(args), pytest.raises(SystemExit):
         sglang_server.main()
     assert returned['argv'][3:6] == ['--model-path', '/models/m1', '--served-model-name']
     assert returned['argv'][7:] == ['--tp-size', '1'] and 'wxyz' not in json.dumps(returned)
+
+
+def test_the_invocation_log_holds_no_secret_option(monkeypatch, run_module, base):
+    """What AnsibleModule.__init__ logs (syslog or the journal): the no_log options as NOT_LOGGING_PARAMETER."""
+    logged = []
+    monkeypatch.setattr(AnsibleModule, 'log', lambda self, msg, log_args=None: logged.append(remove_values(msg, self.no_log_values)))
+    args = dict(base, action='render', server_args={'model_path': '/m'},
+                secret_server_args={'api_key': 'k-123456', 'served_model_name': 'private-name'},
+                environment={'SPT_NOENV': '1'}, secret_environment={'HF_TOKEN': 'hf_abcdef', 'TEAM': 'team-value'})
+    outcome, result, dummy = run_module(sglang_server, args)
+    assert outcome == 'exit', result
+    assert logged and logged[0].startswith('Invoked with ')
+    assert 'secret_server_args=NOT_LOGGING_PARAMETER' in logged[0] and 'secret_environment=NOT_LOGGING_PARAMETER' in logged[0]
+    for secret in ('k-123456', 'private-name', 'hf_abcdef', 'team-value'):
+        assert secret not in logged[0] and secret not in json.dumps(result)
+    # a secret argument, whatever its name, stays off the command line
+    assert result['secret_args'] == ['api_key', 'served_model_name'] and result['argv'][3:5] == ['--model-path', '/m']
+
+
+@pytest.mark.parametrize('extra, leaked', [
+    ({'server_args': {'model_path': '/m', 'api_key': 'k-123456'}}, ['server_args.api_key']),
+    ({'server_args': {'model_path': '/m', 'served_model_name': 'n-123456'}, 'secret_args': ['served_model_name']},
+     ['server_args.served_model_name']),
+    ({'server_args': {'model_path': '/m'}, 'environment': {'HF_TOKEN': 'hf_abcdef', 'SPT_NOENV': '1'}},
+     ['environment.HF_TOKEN']),
+])
+def test_a_secret_in_an_option_that_is_logged_is_refused_before_anything_is_written(run_module, base, extra, leaked):
+    outcome, result, dummy = run_module(sglang_server, dict(base, action='check_args', **extra))
+    assert outcome == 'fail' and result['leaked'] == leaked
+    assert result['msg'].startswith('%s: secret value(s) in an option that the module logs as given' % leaked[0])
+    assert 'secret_server_args' in result['msg'] and 'secret_environment' in result['msg']
+    assert not os.path.exists(base['secrets_path'])
 
 
 def test_release_and_package_of_the_sglang_that_python_imports(run_module, base, sglang):
@@ -105,8 +138,8 @@ def test_release_and_package_of_the_sglang_that_python_imports(run_module, base,
 
 
 def test_check_args_keeps_the_api_key_off_every_command_line_and_out_of_the_result(run_module, base, tmp_path):
-    args = dict(base, action='check_args', server_args={'model_path': '/m', 'tp_size': 2, 'api_key': 'k-123456',
-                                                        'cuda_graph_max_bs_decode': 160})
+    args = dict(base, action='check_args', server_args={'model_path': '/m', 'tp_size': 2, 'cuda_graph_max_bs_decode': 160},
+                secret_server_args={'api_key': 'k-123456'})
     outcome, result, dummy = run_module(sglang_server, args)
     assert outcome == 'exit', result
     assert result['argv'] == [sys.executable, '-m', 'sglang.launch_server', '--cuda-graph-max-bs-decode', '160',
@@ -127,7 +160,7 @@ def test_the_secrets_file_holds_what_the_parser_checked_in_a_directory_of_its_ow
     secrets = str(tmp_path / 'runs' / 'serving-1' / 'secret-args.yaml')
     seen = str(tmp_path / 'seen.yaml')
     args = dict(base, action='check_args', secrets_path=secrets, environment={'SEEN_CONFIG': seen},
-                server_args={'model_path': '/m', 'tp_size': 2, 'api_key': 'k-123456'})
+                server_args={'model_path': '/m', 'tp_size': 2}, secret_server_args={'api_key': 'k-123456'})
     outcome, result, dummy = run_module(sglang_server, args)
     assert outcome == 'exit', result
     assert result['written'] == [secrets] and result['argv'][-2:] == ['--config', secrets]
@@ -138,7 +171,8 @@ def test_the_secrets_file_holds_what_the_parser_checked_in_a_directory_of_its_ow
 
 
 def test_check_args_refuses_with_sglangs_message_and_writes_nothing(run_module, base):
-    args = dict(base, action='check_args', server_args={'model_path': '/m', 'cuda_graph_max_bs': 160, 'api_key': 'k-123456'})
+    args = dict(base, action='check_args', server_args={'model_path': '/m', 'cuda_graph_max_bs': 160},
+                secret_server_args={'api_key': 'k-123456'})
     outcome, result, dummy = run_module(sglang_server, args)
     assert outcome == 'fail'
     assert 'the installed SGLang 0.5.23 refuses the server arguments' in result['msg']
@@ -148,7 +182,8 @@ def test_check_args_refuses_with_sglangs_message_and_writes_nothing(run_module, 
 
 
 def test_secret_arguments_without_a_secrets_file_are_left_to_the_caller(run_module, base):
-    args = dict(base, action='check_args', secrets_path=None, server_args={'model_path': '/m', 'api_key': 'k-123456'})
+    args = dict(base, action='check_args', secrets_path=None, server_args={'model_path': '/m'},
+                secret_server_args={'api_key': 'k-123456'})
     outcome, result, dummy = run_module(sglang_server, args)
     assert outcome == 'exit', result
     assert result['argv'][3:] == ['--model-path', '/m'] and result['secret_args'] == ['api_key']
@@ -156,10 +191,12 @@ def test_secret_arguments_without_a_secrets_file_are_left_to_the_caller(run_modu
 
 
 def test_secret_arguments_reach_the_parser_through_a_file(run_module, base):
-    args = dict(base, action='check_args', secrets_path=None, server_args={'model_path': '/m', 'api_key': 'k-123456', 'port': 'x'})
+    args = dict(base, action='check_args', secrets_path=None, server_args={'model_path': '/m', 'port': 'x'},
+                secret_server_args={'api_key': 'k-123456'})
     outcome, result, dummy = run_module(sglang_server, args)
     assert outcome == 'fail' and "argument --port: invalid int value: 'x'" in result['msg']
-    args['server_args'].update(port=1, api_key=['not', 'a', 'scalar'])
+    args['server_args'].update(port=1)
+    args['secret_server_args'].update(api_key=['not', 'a', 'scalar'])
     outcome, result, dummy = run_module(sglang_server, args)
     # the fake parser reads the file's list value as one string, as a --config scalar
     assert outcome == 'exit' and result['secret_args'] == ['api_key']
@@ -179,7 +216,7 @@ def test_check_args_of_a_config_file_in_check_mode_writes_nothing(run_module, ba
 def test_check_args_with_a_config_file(run_module, base, tmp_path):
     config = str(tmp_path / 'server-args.yaml')
     args = dict(base, action='check_args', config_file=True, config_path=config,
-                server_args={'model_path': '/m', 'tp_size': 2, 'api_key': 'k-123456'})
+                server_args={'model_path': '/m', 'tp_size': 2}, secret_server_args={'api_key': 'k-123456'})
     outcome, result, dummy = run_module(sglang_server, args)
     assert outcome == 'exit', result
     assert result['argv'][3:] == ['--config', config] and result['written'] == [config]
@@ -189,7 +226,7 @@ def test_check_args_with_a_config_file(run_module, base, tmp_path):
 
 
 def test_render_touches_nothing(run_module, base):
-    args = dict(base, action='render', server_args={'model_path': '/m', 'api_key': 'k-123456'})
+    args = dict(base, action='render', server_args={'model_path': '/m'}, secret_server_args={'api_key': 'k-123456'})
     outcome, result, dummy = run_module(sglang_server, args)
     assert outcome == 'exit' and not result['changed'] and result['files'] == [base['secrets_path']]
     assert result['argv'][3:] == ['--model-path', '/m', '--config', base['secrets_path']]
@@ -291,4 +328,4 @@ def test_find_names_the_process_that_listens_on_the_port(run_module, base):
     finally:
         listener.close()
     outcome, result, dummy = run_module(sglang_server, dict(base, action='find', port=port))
-    assert result['port'] == {'port': port, 'listening': False, 'holders': []}
+    assert result['port'] == {'port': port, 'listening': False, 'holders': [], 'addresses': [], 'unheld': False}
