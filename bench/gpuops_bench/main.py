@@ -14,10 +14,10 @@ import subprocess
 import time
 import traceback
 
-from . import asyncstop, chart, detect, downtime, fleet, overhead, prefetch, report, scancost, stop
+from . import asyncstop, chart, detect, downtime, fleet, overhead, prefetch, report, scancost, stop, supervised
 from .common import BENCH, REPO, log
 
-MEASUREMENTS = ("downtime", "stop", "fleet", "prefetch", "detect", "scan", "overhead", "async")
+MEASUREMENTS = ("downtime", "stop", "fleet", "prefetch", "detect", "scan", "overhead", "async", "supervised")
 
 
 def _commit():
@@ -97,6 +97,7 @@ def main(argv=None):
         results["meta"] = meta
     runs = {
         "stop": lambda: stop.run(rounds, watchdog=args.watchdog, methods=args.stop_methods),
+        "supervised": lambda: supervised.run(rounds),
         "detect": lambda: detect.run(max(rounds, 3) if not args.quick else 1),
         "scan": lambda: scancost.run(max(rounds, 3) if not args.quick else 1, processes=args.processes),
         "overhead": lambda: overhead.run(max(rounds, 3) if not args.quick else 1),
