@@ -153,7 +153,8 @@ def wait_for(predicate, what, timeout=60):
         time.sleep(0.05)
 
 
-def test_a_fake_sglang_of_another_user_gets_no_key_and_does_not_hold_up_the_stop(node, fleet, tmp_path):
+@pytest.mark.parametrize("owners", [None, []], ids=["default-owners", "every-owner"])
+def test_a_fake_sglang_of_another_user_gets_no_key_and_does_not_hold_up_the_stop(node, fleet, tmp_path, owners):
     node.serving()
     home = other_users_dir()
     os.makedirs(os.path.join(home, "sglang"))
@@ -171,8 +172,10 @@ def test_a_fake_sglang_of_another_user_gets_no_key_and_does_not_hold_up_the_stop
         pid = [p["pid"] for p in node.sandbox.procs() if "--port" in p["cmdline"] and str(port) in p["cmdline"]
                and p["cmdline"][:1] != ["setpriv"]][0]
 
-        run = fleet.playbook("stop_sglang.yml", "-e", vars_file(tmp_path / "key.json", {
-            "sglang_stop_api_key": api_key, "sglang_stop_drain_timeout": 30}), timeout=240)
+        extra = {"sglang_stop_api_key": api_key, "sglang_stop_drain_timeout": 30}
+        if owners is not None:
+            extra["sglang_stop_owners"] = owners
+        run = fleet.playbook("stop_sglang.yml", "-e", vars_file(tmp_path / "key.json", extra), timeout=240)
 
         with open(log) as f:
             received = f.read()
@@ -183,8 +186,13 @@ def test_a_fake_sglang_of_another_user_gets_no_key_and_does_not_hold_up_the_stop
     assert api_key not in received, received
     assert received == "", "the fake server was sent requests: %s" % received
     words = run.words()
-    assert ("the SGLang server %d (user nobody, http://127.0.0.1:%d) is not drained and is sent nothing: it runs as "
-            "nobody, who is not trusted with the API key" % (pid, port)) in words, run.output
+    if owners is None:
+        # another user's server: left alone by the stop (sglang_stop_owners), and named
+        assert ("Not touched: pid %d (user nobody) python3 -m sglang.launch_server" % pid) in words, run.output
+    else:
+        # every user's server is stopped, yet no key goes to a user not trusted with it
+        assert ("the SGLang server %d (user nobody, http://127.0.0.1:%d) is not drained and is sent nothing: it runs "
+                "as nobody, who is not trusted with the API key" % (pid, port)) in words, run.output
     assert "still in flight" not in words
 
 
