@@ -15,7 +15,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 # The longest first, so that the last to start is a short one.
-MOLECULE_SCENARIOS ?= faults default tuning limit
+MOLECULE_SCENARIOS ?= faults default systemd tuning limit
 # Scenarios run side by side: most of their time is waiting (podman exec, the servers' timers).
 MOLECULE_JOBS ?= 2
 # The newest ansible release built on ansible-core 2.19; only containers.podman is taken from it.
@@ -27,6 +27,12 @@ NODE_IMAGE_REF := $(BUILD)/sim/image/ref
 # Every container a scenario creates carries this label (molecule/*/molecule.yml).
 MOLECULE_LABEL := gpuops.molecule=node
 MOLECULE_CLEAN := podman ps -aq --filter label=$(MOLECULE_LABEL) | xargs -r podman rm -f -t 0 >/dev/null
+# What a run of `make molecule` leaves behind when interrupted: only the containers of the scenarios it ran (each
+# platform is named gpuops-<scenario> or gpuops-<scenario>-<node>), so that runs of other scenarios beside it, from
+# other checkouts on the same machine, keep theirs.
+MOLECULE_CLEAN_RUN = for s in $(MOLECULE_SCENARIOS); do \
+	podman ps -aq --filter label=$(MOLECULE_LABEL) --filter "name=^gpuops-$$s(-[a-z0-9]+)?$$"; done \
+	| xargs -r podman rm -f -t 0 >/dev/null
 
 podman-deps:  ## Install Podman and debootstrap for the simulated node image (idempotent)
 	@mk/apt-deps.sh $(PODMAN_DEPS)
@@ -51,7 +57,7 @@ MOLECULE_ENV = PATH="$(abspath $(VENV))/bin:$$PATH" ANSIBLE_COLLECTIONS_PATH=$(C
 
 molecule: image molecule-collections  ## Molecule scenarios on simulated GPU nodes (containers)
 	@$(STAGE) molecule bash -c 'set -eu; $(VENV)/bin/pytest -q -p no:cacheprovider tests/sim/test_image.py; \
-	trap "$(MOLECULE_CLEAN)" EXIT; \
+	trap '\''$(MOLECULE_CLEAN_RUN)'\'' EXIT; \
 	$(MOLECULE_ENV) mk/molecule.sh $(LOGS) $(MOLECULE_JOBS) $(MOLECULE_SCENARIOS)'
 
 molecule-clean:  ## Remove containers left by the molecule scenarios

@@ -3,8 +3,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Print, as JSON, the state of a simulated GPU node that the scenarios assert on.
 
-    processes  every process in /proc: pid, ppid, sid, state, exe (basename), args and the
-               NVIDIA device files it holds open (devices)
+    processes  every process in /proc: pid, ppid, sid, state, uid (real), exe (basename), args
+               and the NVIDIA device files it holds open (devices)
     gpus       every GPU as NVML (pynvml over the node's libnvidia-ml.so.1) reports it:
                index, uuid, total_mib, used_mib (v2 call), processes [{pid, used_mib}],
                or error
@@ -37,6 +37,17 @@ def devices(pid):
     return sorted(held)
 
 
+def uid(pid):
+    try:
+        with open("/proc/%s/status" % pid) as f:
+            for line in f:
+                if line.startswith("Uid:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
 def processes():
     out = []
     for name in os.listdir("/proc"):
@@ -55,7 +66,7 @@ def processes():
             exe = None
         fields = stat[stat.rindex(")") + 2:].split()
         out.append({"pid": int(name), "ppid": int(fields[1]), "sid": int(fields[3]), "state": fields[0],
-                    "exe": exe, "args": args, "devices": devices(name)})
+                    "uid": uid(name), "exe": exe, "args": args, "devices": devices(name)})
     return sorted(out, key=lambda p: p["pid"])
 
 

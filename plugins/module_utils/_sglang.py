@@ -215,7 +215,7 @@ def check_args(p, deps):
         for path in temp:
             os.unlink(path)
     try:
-        found = sargs.check_result(rc, stdout, stderr, redact.argv(sargs.render_flags(args)), redact)
+        found = sargs.check_result(rc, stdout, stderr, redact.argv(sargs.render_flags(args)), redact, p['python'])
     except sargs.ArgsError as e:
         raise ActionFailed(str(e), dict(_public(out, []), rc=rc))
     parsed = found.get('parsed')

@@ -306,8 +306,9 @@ def parser_message(stderr, redact):
     return redact(lines[-1]) if lines else 'no message'
 
 
-def check_result(rc, stdout, stderr, argv, redact):
-    """Interpret a run of CHECK_PROGRAM: the release and the parsed values, or ArgsError with SGLang's message."""
+def check_result(rc, stdout, stderr, argv, redact, python=None):
+    """Interpret a run of CHECK_PROGRAM: the release and the parsed values, or ArgsError with SGLang's message
+    (or, where PYTHON could not even import sglang, a message that says so)."""
     found, lines = {}, 0
     for line in (stdout or '').splitlines():
         if line.startswith('{'):
@@ -316,6 +317,9 @@ def check_result(rc, stdout, stderr, argv, redact):
                 lines += 1
             except ValueError:
                 continue
+    if rc != 0 and 'release' not in found:
+        raise ArgsError('%s cannot import sglang (exit %d): %s'
+                        % (python or 'the interpreter', rc, parser_message(stderr, redact)))
     if rc != 0 or lines < 2:
         release = found.get('release')
         raise ArgsError('the installed SGLang%s refuses the server arguments %s (exit %d): %s'

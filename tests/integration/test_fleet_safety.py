@@ -217,7 +217,7 @@ def test_the_launch_writes_the_stop_timeout_of_sglang_stop_into_its_unit(node, f
         "sglang_stop_term_timeout": 7}))
 
     assert run.rc != 0
-    unit = (unit_dir / "sglang.service").read_text()
+    unit = (unit_dir / "gpuops-sglang.service").read_text()
     assert "TimeoutStopSec=7\n" in unit, unit
 
 
@@ -229,8 +229,12 @@ def test_the_unit_escapes_every_value_and_passes_systemd_analyze_verify(tmp_path
                                     "/models/My Model", "--served-model-name", 'a "quoted" 100% $HOME \\ value',
                                     "--port", "30000"],
         "sglang_launch_log": str(tmp_path / "log 100%.log"), "sglang_stop_term_timeout": 75,
+        "sglang_launch_unit_header": "# Managed by gpuops.host (sglang_launch); header",
+        "sglang_launch_owner": {"user": "daemon"}, "sglang_launch_group": "daemon",
+        "sglang_launch_limit_memlock": "infinity", "sglang_launch_limit_nofile": 1048576,
+        "sglang_launch_restart_on_failure": True, "sglang_launch_enable": True,
     }
-    unit = tmp_path / "sglang.service"
+    unit = tmp_path / "gpuops-sglang.service"
     template = os.path.join(ROLES, "sglang_launch", "templates", "sglang.service.j2")
 
     res = subprocess.run(
@@ -246,13 +250,17 @@ def test_the_unit_escapes_every_value_and_passes_systemd_analyze_verify(tmp_path
     assert "StandardOutput=append:%s/log 100%%%%.log" % tmp_path in content
     assert "KillMode=mixed" in content and "UMask=0077" in content
     assert "TimeoutStopSec=75" in content  # the stop timeout of sglang_stop, one value for both supervisors
+    assert content.splitlines()[0] == "# Managed by gpuops.host (sglang_launch); header"
+    assert "\nUser=daemon\nGroup=daemon\n" in content
+    assert "\nLimitMEMLOCK=infinity\nLimitNOFILE=1048576\n" in content and "\nRestart=on-failure\n" in content
+    assert content.endswith("\n[Install]\nWantedBy=multi-user.target\n")
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
         pytest.skip("systemd-analyze is not installed")
     (tmp_path / "runs" / "100%").mkdir(parents=True)
     (tmp_path / "runs" / "100%" / "server.env").write_text("HF_TOKEN=\"x\"\n")
     check = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True, timeout=60, check=False)
-    assert check.returncode == 0 and "sglang.service" not in check.stderr, check.stdout + check.stderr
+    assert check.returncode == 0 and "gpuops-sglang.service" not in check.stderr, check.stdout + check.stderr
 
 
 # -- the host lock --

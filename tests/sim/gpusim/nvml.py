@@ -180,6 +180,10 @@ class Node:
         for sub in _SUBDIRS:
             shutil.rmtree(os.path.join(state_dir, sub), ignore_errors=True)
             os.makedirs(os.path.join(state_dir, sub))
+            # Any user who may open the device files allocates GPU memory: the driver creates
+            # /dev/nvidia* with mode 0666 by default (the nvidia module's NVreg_DeviceFileMode,
+            # README "Configuring device file permissions"), as the sandbox's /dev does.
+            os.chmod(os.path.join(state_dir, sub), 0o777)
         lines = ["%d %d %s %s %d %d %s\n" % (i, i, gpu_uuid(i), pci_bus_id(i), total_mib, reserved_mib, name)
                  for i in range(gpus)]
         _write_atomic(os.path.join(state_dir, "gpus"), "".join(lines))

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Build, or reuse, the simulated GPU node image: Debian with python3, setproctitle, procps, iproute2 (ss),
-# psmisc, the NVML test double as the system's libnvidia-ml.so.1, pynvml, the gpusim helpers,
-# the SGLang stand-in (`sglang` on PATH), a model directory (/models/llama-sim) and the decoy
-# GPU daemons.
+# psmisc, util-linux (setpriv, runuser), systemd (systemd-sysv, dbus), the NVML test double as the
+# system's libnvidia-ml.so.1, pynvml, the gpusim helpers, the SGLang stand-in (`sglang` on PATH), a
+# model directory (/models/llama-sim) and the decoy GPU daemons.
+#
+# A node runs either with a reaper as PID 1 (`podman run --init`, the image's default command
+# `sleep infinity`), or with systemd as PID 1, as a real GPU node does: `podman run --systemd=always
+# IMAGE /lib/systemd/systemd` (molecule/systemd). Either way the entry point gpuops-node-init sets up
+# the simulated GPUs first, then execs the command.
 #
 # The stand-in runs with the short timings of the tests (GPUSIM_SGLANG_* in the image's
 # environment: load 0.3 s, watchdog 0.2 s); a container's own -e settings override them.
@@ -24,7 +29,7 @@ python=${PYTHON:-$root/.venv/bin/python}
 podman=${PODMAN:-podman}
 name=localhost/gpuops-node
 suite=bookworm
-packages=python3,python-is-python3,python3-setproctitle,python3-yaml,procps,psmisc,iproute2
+packages=python3,python-is-python3,python3-setproctitle,python3-yaml,procps,psmisc,iproute2,util-linux,systemd,systemd-sysv,dbus
 work=$build/sim/image
 
 log() { echo "build.sh: $*" >&2; }
@@ -92,11 +97,14 @@ else
     rm -rf "$tree"
 fi
 "$podman" tag "$image" "$name:latest"
-# Keep one node image: untag those built from earlier inputs and remove them, unless a
-# container still uses them.
-"$podman" images --format '{{.Repository}}:{{.Tag}}' \
-    | awk -v keep="$image" -v name="$name" 'index($0, name ":") == 1 && $0 != keep && $0 != name ":latest"' \
-    | xargs -r "$podman" untag
-"$podman" images -q --filter dangling=true --filter label=gpuops.sim.inputs | xargs -r "$podman" rmi >/dev/null 2>&1 || true
+# Keep one node image per build directory: remove the one this build directory made before (its
+# ref), unless a container still uses it. Images that other build directories (other checkouts on
+# the same machine) made are theirs to keep.
+previous=$(cat "$work/ref" 2>/dev/null || true)
+if [[ -n $previous && $previous != "$image" ]] && "$podman" image exists "$previous"; then
+    "$podman" untag "$previous" >/dev/null 2>&1 || true
+    "$podman" images -q --filter dangling=true --filter label=gpuops.sim.inputs="${previous##*:}" \
+        | xargs -r "$podman" rmi >/dev/null 2>&1 || true
+fi
 echo "$image" >"$work/ref"
 echo "$image"

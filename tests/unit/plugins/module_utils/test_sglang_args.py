@@ -306,8 +306,10 @@ def test_release_only(sglang):
 
 def test_check_without_sglang(tmp_path):
     rc, out, err = run_check(str(tmp_path), BASE)
-    with pytest.raises(sargs.ArgsError, match="No module named 'sglang'"):
-        sargs.check_result(rc, out, err, BASE, sargs.Redactor())
+    with pytest.raises(sargs.ArgsError) as e:
+        sargs.check_result(rc, out, err, BASE, sargs.Redactor(), '/usr/bin/python3')
+    assert str(e.value) == ("/usr/bin/python3 cannot import sglang (exit 1): "
+                            "ModuleNotFoundError: No module named 'sglang'")
 
 
 # -- /server_info --------------------------------------------------------------------------

@@ -1,0 +1,155 @@
+# Copyright: (c) 2026, gpuops maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The owner of the server under the process supervisor: sglang_launch_user runs the main process and every
+scheduler (setpriv), with that user's HOME and HuggingFace cache and the venv's bin first on PATH; and the checks
+of the interpreter, the model (a HuggingFace hub ID in the owner's cache) and the unit file, all before the running
+server is touched. Real ansible-playbook runs against a simulated GPU node.
+
+The node's sandbox has a mount namespace of its own, so the user exists inside it only: its /etc/passwd is a copy
+of the host's, with the user added, bound over /etc/passwd in that namespace alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+
+import pytest
+
+from gpusim.fleet import Fleet, SimNode
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox needs root")]
+
+UID = 4242
+
+
+@pytest.fixture(scope="module")
+def node():
+    # The server's user must reach the stand-in, the model and the node's state: a directory that any user may
+    # traverse (pytest's own temporary directories are root's alone).
+    workdir = tempfile.mkdtemp(prefix="gpuops-owner-")
+    os.chmod(workdir, 0o755)
+    try:
+        with SimNode(os.path.join(workdir, "node1"), gpus=4) as n:
+            home = os.path.join(workdir, "home", "sglang")
+            os.makedirs(home)
+            os.chown(home, UID, UID)
+            with open("/etc/passwd") as f:
+                passwd = f.read()
+            copy = os.path.join(workdir, "passwd")
+            with open(copy, "w") as f:
+                f.write(passwd + "sglang:x:%d:%d:SGLang:%s:/usr/sbin/nologin\n" % (UID, UID, home))
+            os.chmod(copy, 0o644)
+            n.sandbox.run(["mount", "--bind", copy, "/etc/passwd"], check=True)
+            n.home = home
+            yield n
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def fleet(node):
+    return Fleet(os.path.dirname(node.workdir), [node], sglang_launch_user="sglang")
+
+
+def status(node, pid):
+    """Uid and Gid lines of /proc/PID/status inside the node: (real, effective, saved, fs) each."""
+    out = node.sandbox.run(["cat", "/proc/%d/status" % pid], capture_output=True, text=True, check=True).stdout
+    fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+    return [int(v) for v in fields["Uid"].split()], [int(v) for v in fields["Gid"].split()]
+
+
+def test_the_server_and_its_schedulers_run_as_the_owner_with_the_owner_s_cache(node, fleet):
+    node.serving()
+
+    run = fleet.playbook("restart_extraction.yml")
+
+    assert run.rc == 0, run.output
+    pid = node.record()["pid"]
+    tree = [p for p in node.sglang_procs() if p["pid"] == pid or p["cmdline"][0].startswith("sglang::")]
+    schedulers = [p for p in tree if p["cmdline"][0].startswith("sglang::scheduler")]
+    assert len(schedulers) == 2, tree
+    for proc in tree:
+        assert status(node, proc["pid"]) == ([UID] * 4, [UID] * 4), proc
+    env = node.environ(pid)
+    assert env["HOME"] == node.home
+    assert env["HF_HOME"] == os.path.join(node.home, ".cache", "huggingface")
+    assert env["PATH"].split(":")[0] == os.path.dirname(node.host_vars()["sglang_launch_python"])
+    dump_dir = node.record()["dump_dir"]
+    assert os.stat(dump_dir).st_uid == UID and os.listdir(dump_dir), dump_dir
+
+
+def test_an_unset_interpreter_is_refused_before_the_server_is_touched(node, fleet):
+    pid = node.serving()
+
+    run = fleet.playbook("restart_serving.yml", "-e", json.dumps({"sglang_launch_python": ""}))
+
+    assert run.rc != 0
+    assert "sglang_launch_python is not set: set it to the Python interpreter of the environment SGLang is " \
+           "installed in (for example /opt/sglang/venv/bin/python); there is no system default. Refusing before " \
+           "the running server is touched." in run.words(), run.output
+    assert node.main_pids() == [pid] and node.healthy()
+
+
+def test_an_interpreter_without_sglang_is_refused_before_the_server_is_touched(node, fleet):
+    pid = node.serving()
+    python = "/usr/bin/python3"  # Debian's, without SGLang
+
+    run = fleet.playbook("restart_serving.yml", "-e", json.dumps({"sglang_launch_python": python,
+                                                                   "sglang_launch_pythonpath": ["/nonexistent"]}))
+
+    assert run.rc != 0
+    words = run.words()
+    assert "%s cannot import sglang (exit 1): ModuleNotFoundError: No module named 'sglang'" % python in words, \
+        run.output
+    assert "sglang_launch_python must be the interpreter of the environment SGLang is installed in" in words
+    assert "The running server was not touched." in words
+    assert node.main_pids() == [pid] and node.healthy()
+
+
+def test_an_uncached_hub_model_is_refused_offline_naming_the_cache(node, fleet):
+    pid = node.serving()
+    offline = dict(node.server_env, HF_HUB_OFFLINE="1")
+    cache = os.path.join(node.home, ".cache", "huggingface", "hub", "models--moonshotai--Kimi-K2.5")
+
+    run = fleet.playbook("restart_serving.yml", "-e", json.dumps({
+        "sglang_launch_model_path": "moonshotai/Kimi-K2.5", "sglang_launch_environment": offline}))
+
+    assert run.rc != 0
+    words = run.words()
+    assert "The model moonshotai/Kimi-K2.5 is a HuggingFace hub ID that is not in the cache of the server's user " \
+           "sglang (no snapshot under %s/snapshots)" % cache in words, run.output
+    assert "The running server was not touched." in words
+    assert node.main_pids() == [pid] and node.healthy()
+
+    # Cached, it passes every check (check mode: the stand-in loads local directories only).
+    os.makedirs(os.path.join(cache, "snapshots", "0123abcd"))
+    try:
+        check = fleet.playbook("restart_serving.yml", "--check", "-e", json.dumps({
+            "sglang_launch_model_path": "moonshotai/Kimi-K2.5", "sglang_launch_environment": offline}))
+    finally:
+        shutil.rmtree(os.path.dirname(os.path.dirname(cache)))
+    assert check.rc == 0, check.output
+    assert node.main_pids() == [pid]
+
+
+def test_a_team_s_own_unit_file_is_never_written_over(node, fleet, tmp_path):
+    pid = node.serving()
+    unit_dir = tmp_path / "units"
+    unit_dir.mkdir()
+    team = "[Service]\nExecStart=/opt/team/serve\nUser=team\nRestart=always\n"
+    (unit_dir / "sglang.service").write_text(team)
+
+    run = fleet.playbook("restart_serving.yml", "-e", json.dumps({
+        "sglang_launch_supervisor": "systemd", "sglang_launch_unit_dir": str(unit_dir), "sglang_launch_unit": "sglang"}))
+
+    assert run.rc != 0
+    assert "The unit file %s/sglang.service was not written by gpuops.host (its first line is not '# Managed by " \
+           "gpuops.host (sglang_launch)'), so it is not written over: set sglang_launch_unit to another name" \
+           % unit_dir in run.words(), run.output
+    assert "The running server was not touched." in run.words()
+    assert (unit_dir / "sglang.service").read_text() == team
+    assert sorted(p.name for p in unit_dir.iterdir()) == ["sglang.service"]
+    assert node.main_pids() == [pid] and node.healthy()
