@@ -7,6 +7,7 @@
     gw.workers()                     # GET /workers: [{"id", "url", "is_healthy", ...}]
     gw.add(url); gw.remove(worker_id)
     gw.terminated()                  # whether its log says it received a terminate signal
+    Gateway(sb, admin_key="sk-...")  # its control plane behind an admin key, which gw's own calls send
 
 It is started in a session of its own, as a team runs it beside its servers (nohup, a unit),
 listening on 127.0.0.1 with its Prometheus server on 127.0.0.1 too (it listens on
@@ -40,8 +41,11 @@ class Gateway:
     """The gateway inside sandbox SB (or on this host when SB is None), in front of WORKER_URLS."""
 
     def __init__(self, sb, worker_urls=(), port: int = None, policy: str = "round_robin", args=(),
-                 log_path: str = None, module: str = "sglang_router.launch_router"):
+                 log_path: str = None, module: str = "sglang_router.launch_router", admin_key: str = None):
         self.sb = sb
+        # With an ADMIN_KEY the gateway's control plane wants it as a bearer token (--control-plane-api-keys
+        # ID:NAME:admin:KEY, sglang_router/router_args.py, _parse_control_plane_api_keys; the 401 measured).
+        self.admin_key = admin_key
         self.port = port or net.free_port()
         self.prometheus_port = net.free_port()
         self.url = "http://127.0.0.1:%d" % self.port
@@ -50,6 +54,8 @@ class Gateway:
         self.argv = [GATEWAY_PYTHON, "-m", module, "--host", "127.0.0.1", "--port", str(self.port),
                      "--prometheus-host", "127.0.0.1", "--prometheus-port", str(self.prometheus_port),
                      "--policy", policy] + (["--worker-urls"] + list(worker_urls) if worker_urls else []) + list(args)
+        if admin_key:
+            self.argv += ["--control-plane-api-keys", "gpusim:gpusim:admin:" + admin_key]
         self.proc = None
         self.pid = None         # the gateway's PID (inside the sandbox)
         self.start_time = None  # /proc/PID/stat field 22 of that PID
@@ -129,7 +135,10 @@ class Gateway:
     def request(self, method: str, path: str, body: dict = None, timeout: float = 10):
         """(status, parsed JSON or text); (None, None) when nothing answers."""
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data, {"content-type": "application/json"}, method=method)
+        headers = {"content-type": "application/json"}
+        if self.admin_key:
+            headers["Authorization"] = "Bearer " + self.admin_key
+        req = urllib.request.Request(self.url + path, data, headers, method=method)
         try:
             with standin.OPENER.open(req, timeout=timeout) as res:
                 status, raw = res.status, res.read()
