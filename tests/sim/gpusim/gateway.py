@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -115,7 +116,7 @@ class Gateway:
         """Field 22 of /proc/PID/stat (the start time in clock ticks) of the gateway's PID."""
         argv = ["cat", "/proc/%d/stat" % self.pid]
         out = (self.sb.run(argv, capture_output=True, text=True) if self.sb is not None
-               else subprocess.run(argv, capture_output=True, text=True)).stdout
+               else subprocess.run(argv, capture_output=True, text=True, check=False)).stdout
         if not out:
             return None
         return int(out[out.rindex(")") + 2:].split()[19])
@@ -177,4 +178,81 @@ class Gateway:
             time.sleep(0.1)
         if self.sb is not None:
             self.find_pid()
+        return self
+
+
+class Load:
+    """CLIENTS threads that send /generate through the gateway at URL, one request after another, until stop().
+
+    Each request is (start, end, status) in .results, by time.monotonic(); status is the HTTP status, or None when
+    the connection failed. MAX_NEW_TOKENS keeps each request short (the stand-in's token delay times it)."""
+
+    def __init__(self, url: str, clients: int = 3, max_new_tokens: int = 8, pause: float = 0.0):
+        self.url = url
+        self.body = json.dumps({"text": "Explain tensor parallelism.",
+                                "sampling_params": {"max_new_tokens": max_new_tokens}}).encode()
+        self.pause = pause
+        self.results = []
+        self.errors = []
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, daemon=True) for _ in range(clients)]
+
+    def start(self) -> "Load":
+        for t in self._threads:
+            t.start()
+        return self
+
+    def stop(self) -> "Load":
+        self._stop.set()
+        for t in self._threads:
+            t.join(60)
+        return self
+
+    def _run(self):
+        while not self._stop.is_set():
+            start = time.monotonic()
+            req = urllib.request.Request(self.url + "/generate", self.body, {"content-type": "application/json"})
+            try:
+                with standin.OPENER.open(req, timeout=60) as res:
+                    res.read()
+                    status = res.status
+            except urllib.error.HTTPError as e:
+                status = e.code
+                self.errors.append(e.read().decode(errors="replace")[:300])
+            except OSError as e:
+                status = None
+                self.errors.append(str(e))
+            self.results.append((start, time.monotonic(), status))
+            if self.pause:
+                self._stop.wait(self.pause)
+
+    def failed(self) -> list:
+        return [r for r in self.results if r[2] != 200]
+
+
+class Watch(threading.Thread):
+    """Polls, every INTERVAL seconds until stop(), the gateway's workers and, per node, what PROBES read.
+
+    PROBES: {name: callable returning a value}; .polls is a list of (time, urls listed, {url: healthy},
+    {name: value}), the probes read BEFORE the gateway in each poll, so a probe value seen in a poll held
+    before that poll's listing was read."""
+
+    def __init__(self, gateway: "Gateway", probes: dict, interval: float = 0.05):
+        super().__init__(daemon=True)
+        self.gateway, self.probes, self.interval = gateway, probes, interval
+        self.polls = []
+        self._done = threading.Event()
+
+    def run(self):
+        while not self._done.is_set():
+            values = dict((name, probe()) for name, probe in self.probes.items())
+            status, body = self.gateway.request("GET", "/workers", timeout=5)
+            workers = body["workers"] if status == 200 else []
+            self.polls.append((time.monotonic(), [w["url"] for w in workers],
+                               dict((w["url"], w.get("is_healthy")) for w in workers), values))
+            self._done.wait(self.interval)
+
+    def stop(self) -> "Watch":
+        self._done.set()
+        self.join(30)
         return self

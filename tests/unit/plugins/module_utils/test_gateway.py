@@ -293,4 +293,3 @@ def test_module_fails_with_the_capacity(fake, run_module):
     assert outcome == 'fail' and result['msg'].startswith('Refusing to take http://node-m:30000 out of the gateway: '
                                                           'model mistral would keep 0 healthy worker(s)')
     assert result['capacity'] == {'mistral': {'total': 1, 'healthy_after': 0, 'required': 1}} and fake.writes() == []
-
