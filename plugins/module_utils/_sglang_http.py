@@ -66,8 +66,8 @@ class Client:
         self.api_key = api_key
         self.opener = opener or build_opener(ProxyHandler({}))
 
-    def request(self, path, timeout, body=None):
-        """An Answer for any HTTP status; Refused or Unanswered when there is none."""
+    def request(self, path, timeout, body=None, method=None):
+        """An Answer for any HTTP status; Refused or Unanswered when there is none. METHOD: GET, or POST with a BODY."""
         headers = {'Accept': 'application/json, text/plain'}
         data = None
         if body is not None:
@@ -75,7 +75,7 @@ class Client:
             headers['Content-Type'] = 'application/json'
         if self.api_key:
             headers['Authorization'] = 'Bearer ' + self.api_key
-        req = Request(self.url + path, data=data, headers=headers)
+        req = Request(self.url + path, data=data, headers=headers, method=method)
         try:
             with self.opener.open(req, timeout=max(timeout, 0.05)) as res:
                 return Answer(res.status, res.read())

@@ -7,6 +7,7 @@
     gw.workers()                     # GET /workers: [{"id", "url", "is_healthy", ...}]
     gw.add(url); gw.remove(worker_id)
     gw.terminated()                  # whether its log says it received a terminate signal
+    Gateway(sb, admin_key="sk-...")  # its control plane behind an admin key, which gw's own calls send
 
 It is started in a session of its own, as a team runs it beside its servers (nohup, a unit),
 listening on 127.0.0.1 with its Prometheus server on 127.0.0.1 too (it listens on
@@ -20,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -40,8 +42,11 @@ class Gateway:
     """The gateway inside sandbox SB (or on this host when SB is None), in front of WORKER_URLS."""
 
     def __init__(self, sb, worker_urls=(), port: int = None, policy: str = "round_robin", args=(),
-                 log_path: str = None, module: str = "sglang_router.launch_router"):
+                 log_path: str = None, module: str = "sglang_router.launch_router", admin_key: str = None):
         self.sb = sb
+        # With an ADMIN_KEY the gateway's control plane wants it as a bearer token (--control-plane-api-keys
+        # ID:NAME:admin:KEY, sglang_router/router_args.py, _parse_control_plane_api_keys; the 401 measured).
+        self.admin_key = admin_key
         self.port = port or net.free_port()
         self.prometheus_port = net.free_port()
         self.url = "http://127.0.0.1:%d" % self.port
@@ -51,6 +56,8 @@ class Gateway:
                      "--prometheus-host", "127.0.0.1", "--prometheus-port", str(self.prometheus_port),
                      "--policy", policy] + (["--worker-urls"] + list(worker_urls) if worker_urls else []) + list(args)
         self.env = {}
+        if admin_key:
+            self.argv += ["--control-plane-api-keys", "gpusim:gpusim:admin:" + admin_key]
         self.proc = None
         self.pid = None         # the gateway's PID (inside the sandbox)
         self.start_time = None  # /proc/PID/stat field 22 of that PID
@@ -128,7 +135,7 @@ class Gateway:
         """Field 22 of /proc/PID/stat (the start time in clock ticks) of the gateway's PID."""
         argv = ["cat", "/proc/%d/stat" % self.pid]
         out = (self.sb.run(argv, capture_output=True, text=True) if self.sb is not None
-               else subprocess.run(argv, capture_output=True, text=True)).stdout
+               else subprocess.run(argv, capture_output=True, text=True, check=False)).stdout
         if not out:
             return None
         return int(out[out.rindex(")") + 2:].split()[19])
@@ -148,7 +155,10 @@ class Gateway:
     def request(self, method: str, path: str, body: dict = None, timeout: float = 10):
         """(status, parsed JSON or text); (None, None) when nothing answers."""
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data, {"content-type": "application/json"}, method=method)
+        headers = {"content-type": "application/json"}
+        if self.admin_key:
+            headers["Authorization"] = "Bearer " + self.admin_key
+        req = urllib.request.Request(self.url + path, data, headers, method=method)
         try:
             with standin.OPENER.open(req, timeout=timeout) as res:
                 status, raw = res.status, res.read()
@@ -187,4 +197,81 @@ class Gateway:
             time.sleep(0.1)
         if self.sb is not None:
             self.find_pid()
+        return self
+
+
+class Load:
+    """CLIENTS threads that send /generate through the gateway at URL, one request after another, until stop().
+
+    Each request is (start, end, status) in .results, by time.monotonic(); status is the HTTP status, or None when
+    the connection failed. MAX_NEW_TOKENS keeps each request short (the stand-in's token delay times it)."""
+
+    def __init__(self, url: str, clients: int = 3, max_new_tokens: int = 8, pause: float = 0.0):
+        self.url = url
+        self.body = json.dumps({"text": "Explain tensor parallelism.",
+                                "sampling_params": {"max_new_tokens": max_new_tokens}}).encode()
+        self.pause = pause
+        self.results = []
+        self.errors = []
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, daemon=True) for _ in range(clients)]
+
+    def start(self) -> "Load":
+        for t in self._threads:
+            t.start()
+        return self
+
+    def stop(self) -> "Load":
+        self._stop.set()
+        for t in self._threads:
+            t.join(60)
+        return self
+
+    def _run(self):
+        while not self._stop.is_set():
+            start = time.monotonic()
+            req = urllib.request.Request(self.url + "/generate", self.body, {"content-type": "application/json"})
+            try:
+                with standin.OPENER.open(req, timeout=60) as res:
+                    res.read()
+                    status = res.status
+            except urllib.error.HTTPError as e:
+                status = e.code
+                self.errors.append(e.read().decode(errors="replace")[:300])
+            except OSError as e:
+                status = None
+                self.errors.append(str(e))
+            self.results.append((start, time.monotonic(), status))
+            if self.pause:
+                self._stop.wait(self.pause)
+
+    def failed(self) -> list:
+        return [r for r in self.results if r[2] != 200]
+
+
+class Watch(threading.Thread):
+    """Polls, every INTERVAL seconds until stop(), the gateway's workers and, per node, what PROBES read.
+
+    PROBES: {name: callable returning a value}; .polls is a list of (time, urls listed, {url: healthy},
+    {name: value}), the probes read BEFORE the gateway in each poll, so a probe value seen in a poll held
+    before that poll's listing was read."""
+
+    def __init__(self, gateway: "Gateway", probes: dict, interval: float = 0.05):
+        super().__init__(daemon=True)
+        self.gateway, self.probes, self.interval = gateway, probes, interval
+        self.polls = []
+        self._done = threading.Event()
+
+    def run(self):
+        while not self._done.is_set():
+            values = dict((name, probe()) for name, probe in self.probes.items())
+            status, body = self.gateway.request("GET", "/workers", timeout=5)
+            workers = body["workers"] if status == 200 else []
+            self.polls.append((time.monotonic(), [w["url"] for w in workers],
+                               dict((w["url"], w.get("is_healthy")) for w in workers), values))
+            self._done.wait(self.interval)
+
+    def stop(self) -> "Watch":
+        self._done.set()
+        self.join(30)
         return self
