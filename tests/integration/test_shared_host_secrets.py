@@ -219,3 +219,13 @@ def test_a_port_squatter_while_the_new_server_loads_fails_the_launch_and_is_name
             "the tree of" % (node.url, node.port, pid, script, node.port, log)) in words, run.output
     # the node's record does not call the squatter's answers a server that passed its checks
     assert not os.path.exists(os.path.join(node.state_dir, "server.json")) or node.record()["status"] != "ok"
+
+
+def test_a_mode_name_that_is_not_plain_is_refused_before_the_server_is_touched(node, fleet, tmp_path):
+    pid = node.serving()
+    name = "serving\nExecStartPre=/bin/true"
+    run = fleet.playbook("restart_serving.yml", "-e", vars_file(tmp_path / "mode.json", {
+        "sglang_launch_mode": name, "sglang_launch_modes": {name: {"server_args": {}, "environment": {}}}}))
+    assert run.rc != 0
+    assert "each a plain name (^[a-z][a-z0-9_]*$), (got \"serving\\nExecStartPre=/bin/true\")" in run.words(), run.output
+    assert node.main_pids() == [pid] and node.healthy()
