@@ -417,6 +417,9 @@ def ready(p, deps):
     if tie is not None:
         result['listener'] = tie
     if result['ready'] and (tie is None or tie['tied']):
+        if pid:
+            # who the server is, beyond its PID (which the kernel reuses): for the record
+            result.update(start=start, user=deps.procfs.owner(pid))
         return result
     result['log_tail'] = sprocs.log_tail(p.get('log_path'), p['log_lines'], redact)
     if tie is not None and (tie['strangers'] or (result['ready'] and not tie['tied'])):

@@ -53,7 +53,11 @@ def test_no_secret_reaches_the_system_log_or_the_output_at_vvv(node, fleet, tmp_
         logged = syslog.lines()
 
     assert run.rc == 0, run.output[-5000:]
-    assert node.record()["mode"] == mode
+    record = node.record()
+    assert record["mode"] == mode
+    # the record names the server by PID, start time and owner: a reused PID has another start time
+    stat = node.sandbox.run(["cat", "/proc/%d/stat" % record["pid"]], capture_output=True, text=True).stdout
+    assert record["start"] == int(stat.rpartition(")")[2].split()[19]) and record["owner"] == "root"
     invocations = [line for line in logged if "ansible-gpuops.host.sglang_server" in line]
     # the receiver hears the module: render, check_args and ready log their invocation at least
     assert len(invocations) >= 3, logged[:5]
