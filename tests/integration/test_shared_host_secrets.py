@@ -192,7 +192,6 @@ def test_a_fake_sglang_of_another_user_gets_no_key_and_does_not_hold_up_the_stop
     assert "still in flight" not in words
 
 
-
 def test_a_port_squatter_while_the_new_server_loads_fails_the_launch_and_is_named(node, fleet, tmp_path):
     node.serving()
     home = other_users_dir()
