@@ -12,7 +12,10 @@ Every reading and change of the lock happens under flock(2) on the directory, he
 microseconds a call takes and released by the kernel when the process ends, so it never goes stale
 itself. The lock file is created with its complete record already in it (link(2) of a written
 file: no moment where the lock exists without an owner) and a stale one is replaced by rename(2),
-then read back. Age is the host's own clock minus the host time in the record.
+then read back. Age is judged by the host's boot-time clock (CLOCK_BOOTTIME, which no clock step moves and
+which counts suspended time) when the record was taken in this boot (the kernel's boot_id): a record of an earlier
+boot is stale, since no run outlives a reboot. A record without them (an earlier release's) is judged by the wall
+clock, the host time in the record.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import stat
 import time
 
 LOCK_FILE = "lock.json"
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
 # A record this many seconds in the future cannot come from a run on this host's clock.
 FUTURE_TOLERANCE = 60.0
 
@@ -61,6 +65,16 @@ def describe(owner: dict) -> str:
     return " ".join(words)
 
 
+def boot_clock():
+    """(boot_id, seconds since boot by CLOCK_BOOTTIME) of this host; boot_id None where it cannot be read."""
+    try:
+        with open(BOOT_ID) as f:
+            boot_id = f.read().strip() or None
+    except (IOError, OSError):
+        boot_id = None
+    return boot_id, time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
 def check_directory(path: str, uid: int) -> bool:
     """Whether PATH exists; raise LockError unless it is a real directory of UID that nobody else can enter."""
     try:
@@ -78,13 +92,14 @@ def check_directory(path: str, uid: int) -> bool:
 
 
 class HostLock:
-    """The lock in DIRECTORY; CLOCK gives the host's time, SLEEP waits (both injected for tests)."""
+    """The lock in DIRECTORY; CLOCK gives the host's wall-clock time, BOOT its (boot_id, boot-time clock), SLEEP
+    waits (all injected for tests)."""
 
     def __init__(self, directory: str, clock=time.time, sleep=time.sleep, uid: int = None, pid: int = None,
-                 guard_timeout: float = 30.0):
+                 guard_timeout: float = 30.0, boot=boot_clock):
         self.directory = directory
         self.path = os.path.join(directory, LOCK_FILE)
-        self.clock, self.sleep = clock, sleep
+        self.clock, self.sleep, self.boot = clock, sleep, boot
         self.uid = os.geteuid() if uid is None else uid
         self.pid = os.getpid() if pid is None else pid
         self.guard_timeout = guard_timeout
@@ -112,6 +127,14 @@ class HostLock:
         return owner
 
     def age(self, owner: dict) -> float:
+        """Seconds since OWNER took the lock: by the boot-time clock when it took it in this boot, infinite when
+        in an earlier boot, else by the wall clock."""
+        boot_id, uptime = self.boot()
+        if boot_id and owner.get("boot_id"):
+            if owner["boot_id"] != boot_id:
+                return float("inf")
+            if isinstance(owner.get("taken_boottime"), (int, float)):
+                return uptime - owner["taken_boottime"]
         return self.clock() - owner["taken"]
 
     def is_stale(self, owner: dict, max_age: float) -> bool:
@@ -181,7 +204,8 @@ class HostLock:
     def record(self, owner: dict) -> dict:
         """OWNER with the host's own PID and time added."""
         now = self.clock()
-        return dict(owner, host_pid=self.pid, taken=now,
+        boot_id, uptime = self.boot()
+        return dict(owner, host_pid=self.pid, taken=now, boot_id=boot_id, taken_boottime=uptime,
                     taken_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)))
 
     # -- internals --

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import errno
 import fnmatch
 import mmap
 import os
+import stat
 import time
 
 MIB = 1024 * 1024
@@ -38,21 +40,47 @@ def mib(n):
     return round(n / MIB, 1)
 
 
+def model_roots(path):
+    """The directories a model's files may resolve into: the model directory itself and, for a snapshot of a
+    Hugging Face cache (``models--ORG--NAME/snapshots/REVISION``, whose files are links to ``../../blobs/...``),
+    its repository directory."""
+    real = os.path.realpath(path)
+    roots = [real]
+    if os.path.basename(os.path.dirname(real)) == 'snapshots':
+        roots.append(os.path.dirname(os.path.dirname(real)))
+    return roots
+
+
+def _inside(real, roots):
+    return any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+
+
 def find_files(path, patterns, recurse):
-    """(path, size) of every regular file under PATH (or PATH itself) whose name matches a pattern."""
-    if os.path.isfile(path):
-        return [(path, os.path.getsize(path))]
+    """(path, size) of every regular file under PATH (or PATH itself) whose name matches a pattern. A link is
+    followed only to a regular file inside the model's directories (model_roots): the path returned is where it
+    resolves, so that the read opens no link (O_NOFOLLOW). Nothing else is listed: another user's link to
+    /etc/shadow or a FIFO is not a model file."""
     if not os.path.isdir(path):
+        if os.path.isfile(path):
+            real = os.path.realpath(path)
+            return [(real, os.stat(real).st_size)]
         raise PrefetchError('%s is neither a file nor a directory' % path)
+    roots = model_roots(path)
     found = []
     for root, dirs, names in os.walk(path):
         dirs.sort()
         if not recurse:
             dirs[:] = []
         for name in sorted(names):
-            full = os.path.join(root, name)
-            if any(fnmatch.fnmatch(name, p) for p in patterns) and os.path.isfile(full):
-                found.append((full, os.path.getsize(full)))
+            if not any(fnmatch.fnmatch(name, p) for p in patterns):
+                continue
+            real = os.path.realpath(os.path.join(root, name))
+            try:
+                st = os.stat(real)
+            except (IOError, OSError):
+                continue
+            if _inside(real, roots) and stat.S_ISREG(st.st_mode):
+                found.append((real, st.st_size))
     return found
 
 
@@ -125,8 +153,18 @@ class PageCache:
             self._munmap(addr, length)
 
 
-def _open_unbuffered(path):
-    return open(path, 'rb', buffering=0)
+def open_regular(path):
+    """PATH opened for reading without following a link (O_NOFOLLOW) and without waiting (O_NONBLOCK: a FIFO or a
+    device swapped in since the listing opens at once instead of blocking); OSError unless fstat(2) shows a regular
+    file, so such a swap is skipped, never read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, 'not a regular file (it changed since it was listed)')
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, 'rb', buffering=0)
 
 
 class Prefetcher:
@@ -137,15 +175,28 @@ class Prefetcher:
         self.meminfo = meminfo
         self.clock = clock
         self.sleep = sleep
-        self.opener = opener or _open_unbuffered
+        self.opener = opener or open_regular
+        self.skipped = []
+
+    def _open(self, path):
+        """The file PATH through the opener, or None (and an entry in .skipped) when it cannot be opened."""
+        try:
+            return self.opener(path)
+        except (IOError, OSError) as e:
+            self.skipped.append({'path': path, 'reason': e.strerror or str(e)})
+            return None
 
     def plan(self, files):
-        """Per file: path, size, bytes already in memory, and the byte ranges left to read."""
+        """Per file: path, size, bytes already in memory, and the byte ranges left to read. A file that cannot be
+        opened as a regular file is left out, in .skipped."""
         plan = []
         for path, size in files:
             ranges = []
             if size:
-                with self.opener(path) as f:
+                f = self._open(path)
+                if f is None:
+                    continue
+                with f:
                     for start in range(0, size, WINDOW):
                         length = min(WINDOW, size - start)
                         ranges += self.cache.missing(f.fileno(), start, length)
@@ -177,7 +228,10 @@ class Prefetcher:
             entry['read'] = 0
             if not entry['ranges']:
                 continue
-            with self.opener(entry['path']) as f:
+            f = self._open(entry['path'])
+            if f is None:
+                continue
+            with f:
                 for offset, length in entry['ranges']:
                     f.seek(offset)
                     left = length
@@ -238,4 +292,5 @@ def prefetch(path, patterns, recurse, bandwidth_mib, min_available_mib, check_mo
     else:
         result = prefetcher.run(plan, int(bandwidth_mib * MIB), min_available)
     result['changed'] = result['bytes_to_read'] > 0
+    result['skipped'] = prefetcher.skipped
     return result

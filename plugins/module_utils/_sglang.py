@@ -605,6 +605,9 @@ def ready(p, deps):
     if tie is not None:
         result['listener'] = tie
     if result['ready'] and (tie is None or tie['tied']):
+        if pid:
+            # who the server is, beyond its PID (which the kernel reuses): for the record
+            result.update(start=start, user=deps.procfs.owner(pid))
         return result
     result['log_tail'] = sprocs.log_tail(p.get('log_path'), p['log_lines'], redact)
     if tie is not None and (tie['strangers'] or (result['ready'] and not tie['tied'])):
@@ -681,6 +684,11 @@ _PERFORM = {'find': find, 'release': release, 'render': render, 'check_args': ch
 def perform(params, deps):
     """Run the action PARAMS['action']; a dict of results, or ActionFailed. A secret in an option that the
     invocation log shows as given is refused before anything else is done."""
+    names = sorted(set(params.get('server_args') or {}) | set(params.get('secret_server_args') or {}))
+    bad = [n for n in names if not sargs.ARG_NAME.match(n)]
+    if bad:
+        raise ActionFailed('server argument name(s) %s: each must be a plain name (%s), as SGLang\'s own are, '
+                           'nothing was rendered' % (', '.join(repr(n) for n in bad), sargs.ARG_NAME.pattern))
     leaked = public_secrets(params)
     if leaked:
         raise ActionFailed('%s: secret value(s) in an option that the module logs as given (syslog or the journal); '

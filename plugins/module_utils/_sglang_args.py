@@ -25,6 +25,8 @@ import re
 # ssl_keyfile).
 SECRET_NAME = re.compile(r'(?:^|[_-])(?:key|token|secret|password)(?:[_-]|$)', re.IGNORECASE)
 MASK = '********'
+# What a server argument's name may be (ServerArgs' field names are): nothing that could end a YAML key or a flag.
+ARG_NAME = re.compile(r'^[a-z][a-z0-9_]*\Z')
 
 # Run by the installed SGLang's interpreter with the server arguments as its own. It prints a JSON
 # line with the release, then (when the arguments parse) one with the values the server will report

@@ -17,8 +17,11 @@ description:
     that another user owns or can enter, a link, a file - cannot hold a lock of a gpuops run, so an unprivileged
     user cannot block runs with it - it is renamed to C(<path>.untrusted-<time>-<pid>) and a new directory made.
   - The lock file is created with its owner's record already in it (O(run), O(owner), and the host's own PID and
-    time). A run finds the lock held when another run's record is younger than O(max_age) by the host's own
-    clock, and fails naming that run.
+    time, its boot ID and its boot-time clock). A run finds the lock held when another run's record is younger than
+    O(max_age), and fails naming that run. Age is judged by the boot-time clock (C(CLOCK_BOOTTIME)), which a step of
+    the wall clock does not move, when the record was taken in this boot (C(/proc/sys/kernel/random/boot_id)); a
+    record of an earlier boot is stale, and one without a boot ID (written by an earlier release) is judged by the
+    wall clock.
   - A stale lock (older than O(max_age), or dated more than a minute in the future) is replaced in one step by
     the C(rename) system call and read back. Every reading and change happens under C(flock) on O(path), which the kernel
     drops when the module exits, so of two runs that race for one stale lock exactly one takes it.
@@ -60,7 +63,7 @@ options:
     type: dict
     default: {}
   max_age:
-    description: Seconds after which a lock counts as stale, its run as dead, by the host's own clock.
+    description: Seconds after which a lock counts as stale, its run as dead, by the host's boot-time clock.
     type: int
     default: 21600
 """

@@ -95,6 +95,15 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+skipped:
+  description:
+    - Files listed but not read, with the reason - one that was no longer a regular file when it was opened (a FIFO
+      or a link swapped in since the listing; files are opened with C(O_NOFOLLOW|O_NONBLOCK) and checked with
+      C(fstat)), so that the read neither blocks nor leaves the model's directories.
+  returned: success
+  type: list
+  elements: dict
+  sample: [{path: /models/qwen/model-00001.safetensors, reason: not a regular file (it changed since it was listed)}]
 bytes_total:
   description: Size of the files matched.
   returned: success

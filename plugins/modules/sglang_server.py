@@ -722,6 +722,16 @@ ready:
   returned: action is ready
   type: bool
   sample: true
+start:
+  description: V(ready) with O(pid), once ready - the start time of O(pid), in clock ticks since boot (with the PID, it names the process).
+  returned: action is ready, pid is set, and the server is ready
+  type: int
+  sample: 991234
+user:
+  description: V(ready) with O(pid), once ready - the user O(pid) runs as.
+  returned: action is ready, pid is set, and the server is ready
+  type: str
+  sample: root
 died:
   description: V(ready) - whether the process O(pid) exited while loading.
   returned: action is ready

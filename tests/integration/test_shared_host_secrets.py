@@ -53,7 +53,11 @@ def test_no_secret_reaches_the_system_log_or_the_output_at_vvv(node, fleet, tmp_
         logged = syslog.lines()
 
     assert run.rc == 0, run.output[-5000:]
-    assert node.record()["mode"] == mode
+    record = node.record()
+    assert record["mode"] == mode
+    # the record names the server by PID, start time and owner: a reused PID has another start time
+    stat = node.sandbox.run(["cat", "/proc/%d/stat" % record["pid"]], capture_output=True, text=True).stdout
+    assert record["start"] == int(stat.rpartition(")")[2].split()[19]) and record["owner"] == "root"
     invocations = [line for line in logged if "ansible-gpuops.host.sglang_server" in line]
     # the receiver hears the module: render, check_args and ready log their invocation at least
     assert len(invocations) >= 3, logged[:5]
@@ -196,7 +200,6 @@ def test_a_fake_sglang_of_another_user_gets_no_key_and_does_not_hold_up_the_stop
     assert "still in flight" not in words
 
 
-
 def test_a_port_squatter_while_the_new_server_loads_fails_the_launch_and_is_named(node, fleet, tmp_path):
     node.serving()
     home = other_users_dir()
@@ -227,3 +230,13 @@ def test_a_port_squatter_while_the_new_server_loads_fails_the_launch_and_is_name
             "the tree of" % (node.url, node.port, pid, script, node.port, log)) in words, run.output
     # the node's record does not call the squatter's answers a server that passed its checks
     assert not os.path.exists(os.path.join(node.state_dir, "server.json")) or node.record()["status"] != "ok"
+
+
+def test_a_mode_name_that_is_not_plain_is_refused_before_the_server_is_touched(node, fleet, tmp_path):
+    pid = node.serving()
+    name = "serving\nExecStartPre=/bin/true"
+    run = fleet.playbook("restart_serving.yml", "-e", vars_file(tmp_path / "mode.json", {
+        "sglang_launch_mode": name, "sglang_launch_modes": {name: {"server_args": {}, "environment": {}}}}))
+    assert run.rc != 0
+    assert "each a plain name (^[a-z][a-z0-9_]*$), (got \"serving\\nExecStartPre=/bin/true\")" in run.words(), run.output
+    assert node.main_pids() == [pid] and node.healthy()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import time
 
 import pytest
 
@@ -31,8 +32,10 @@ def directory(tmp_path):
     return str(tmp_path / 'gpuops')
 
 
-def lock_at(directory, now=NOW, pid=100):
-    return HostLock(directory, clock=Clock(now), sleep=lambda s: None, pid=pid)
+def lock_at(directory, now=NOW, pid=100, boot=(None, 0.0)):
+    """A lock whose host reads NOW on its wall clock and BOOT as (boot_id, boot-time clock); no boot_id: the
+    wall clock judges."""
+    return HostLock(directory, clock=Clock(now), sleep=lambda s: None, pid=pid, boot=lambda: boot)
 
 
 def write_record(directory, record):
@@ -47,7 +50,7 @@ def test_takes_a_free_lock_with_the_whole_record_and_a_0700_directory(directory)
     assert result['changed'] is True and result['taken_over'] is None
     with open(os.path.join(directory, LOCK_FILE)) as f:
         record = json.load(f)
-    assert record == dict(OWNER, host_pid=100, taken=NOW, taken_utc='2026-01-01T00:00:00Z')
+    assert record == dict(OWNER, host_pid=100, taken=NOW, taken_utc='2026-01-01T00:00:00Z', boot_id=None, taken_boottime=0.0)
     assert result['owner'] == record
     assert os.stat(directory).st_mode & 0o777 == 0o700
     assert os.listdir(directory) == [LOCK_FILE]
@@ -200,3 +203,31 @@ def test_of_runs_racing_for_one_stale_lock_exactly_one_takes_it(directory, racer
         assert all(outcome == 'held by ' + winners[0] for run, outcome in outcomes.items() if run != winners[0])
         with open(os.path.join(directory, LOCK_FILE)) as f:
             assert json.load(f)['run'] == winners[0]
+
+
+BOOT = '0f6e8a2e-5a4b-4c1e-9a63-1c2d3e4f5a6b'
+
+
+@pytest.mark.parametrize('step', [-10 ** 6, 10 ** 6])
+def test_a_clock_step_neither_frees_a_live_lock_nor_keeps_a_dead_one(directory, step):
+    """Age by the boot-time clock of the same boot: a wall clock stepped a million seconds either way changes nothing."""
+    lock_at(directory, boot=(BOOT, 5000.0)).acquire(OWNER, max_age=3600)
+
+    with pytest.raises(LockHeld) as e:
+        lock_at(directory, now=NOW + step, boot=(BOOT, 5600.0)).acquire({'run': 'run-b'}, max_age=3600)
+    assert e.value.age == 600.0
+    result = lock_at(directory, now=NOW - step, boot=(BOOT, 8601.0)).acquire({'run': 'run-b'}, max_age=3600)
+    assert result['taken_over']['run'] == 'run-a' and result['owner']['taken_boottime'] == 8601.0
+
+
+def test_a_lock_of_an_earlier_boot_is_stale_whatever_the_clocks_say(directory):
+    lock_at(directory, boot=(BOOT, 5000.0)).acquire(OWNER, max_age=3600)
+    result = lock_at(directory, boot=('another-boot', 10.0)).acquire({'run': 'run-b'}, max_age=3600)
+    assert result['taken_over']['boot_id'] == BOOT and result['owner']['boot_id'] == 'another-boot'
+
+
+def test_the_record_carries_this_hosts_boot_id_and_boot_time_clock(directory):
+    owner = HostLock(directory, sleep=lambda s: None).acquire(OWNER, max_age=3600)['owner']
+    with open('/proc/sys/kernel/random/boot_id') as f:
+        assert owner['boot_id'] == f.read().strip()
+    assert 0 < owner['taken_boottime'] <= time.clock_gettime(time.CLOCK_BOOTTIME)

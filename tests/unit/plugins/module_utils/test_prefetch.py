@@ -196,3 +196,49 @@ def test_page_cache_sees_eviction_and_reads(tmp_path):
     if evicted == 0:
         pytest.skip('%s keeps file pages in memory (tmpfs): eviction cannot be observed' % tmp_path)
     assert after < evicted and evicted - after >= MIB
+
+
+def test_find_files_follows_a_link_only_to_a_regular_file_inside_the_model(tmp_path):
+    model = tmp_path / 'model'
+    model.mkdir()
+    (model / 'a.safetensors').write_bytes(b'x' * 3)
+    (model / 'b.safetensors').symlink_to(model / 'a.safetensors')       # inside: read where it resolves
+    (tmp_path / 'secret.bin').write_bytes(b's' * 5)
+    (model / 'c.bin').symlink_to(tmp_path / 'secret.bin')               # another user's link out of the model
+    (model / 'd.bin').symlink_to('/dev/zero')
+    os.mkfifo(str(model / 'e.bin'))
+    found = find_files(str(model), ['*.safetensors', '*.bin'], recurse=True)
+    assert found == [(str(model / 'a.safetensors'), 3), (str(model / 'a.safetensors'), 3)]
+
+
+def test_find_files_of_a_hugging_face_snapshot_follows_its_links_into_the_blobs(tmp_path):
+    repo = tmp_path / 'hub' / 'models--org--name'
+    (repo / 'blobs').mkdir(parents=True)
+    (repo / 'snapshots' / 'rev1').mkdir(parents=True)
+    (repo / 'blobs' / 'ab12').write_bytes(b'w' * 7)
+    (repo / 'snapshots' / 'rev1' / 'model.safetensors').symlink_to('../../blobs/ab12')
+    assert find_files(str(repo / 'snapshots' / 'rev1'), ['*.safetensors'], recurse=True) == [
+        (str(repo / 'blobs' / 'ab12'), 7)]
+
+
+def test_a_fifo_swapped_in_after_the_listing_is_skipped_not_waited_for(tmp_path):
+    """Opened O_NONBLOCK and checked by fstat: the plan goes on at once. Run in a thread so that a regression shows
+    as a failure (the thread still blocked in open) rather than a hung test run."""
+    import threading
+    model = tmp_path / 'model'
+    model.mkdir()
+    (model / 'a.safetensors').write_bytes(b'x' * (2 * MIB))
+    (model / 'b.safetensors').write_bytes(b'y' * MIB)
+    files = find_files(str(model), ['*.safetensors'], recurse=True)
+    os.unlink(str(model / 'a.safetensors'))
+    os.mkfifo(str(model / 'a.safetensors'))       # swapped between the listing and the read
+    p = Prefetcher(meminfo=lambda: {'MemTotal': 128 * 1024 * MIB, 'MemAvailable': 64 * 1024 * MIB})
+    out = {}
+    worker = threading.Thread(target=lambda: out.update(result=p.run(p.plan(files), 0, MIB)), daemon=True)
+    worker.start()
+    worker.join(120)
+    if worker.is_alive():   # unblock the open so the thread can end
+        os.close(os.open(str(model / 'a.safetensors'), os.O_WRONLY | os.O_NONBLOCK))
+    assert not worker.is_alive() and [f['path'] for f in out['result']['files']] == [str(model / 'b.safetensors')]
+    assert p.skipped == [{'path': str(model / 'a.safetensors'),
+                          'reason': 'not a regular file (it changed since it was listed)'}]

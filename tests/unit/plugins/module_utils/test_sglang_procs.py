@@ -185,8 +185,8 @@ class Loads(http.server.BaseHTTPRequestHandler):
 def listening(root, entries):
     """/proc/net/tcp of ROOT listing a listener for each (inode, port) of ENTRIES, on 127.0.0.1."""
     (root / 'net').mkdir(exist_ok=True)
-    (root / 'net' / 'tcp').write_text(TCP_HEADER + ''.join(tcp_line('0100007F:%04X' % port, '0A', inode)
-                                                            for inode, port in entries))
+    lines = [tcp_line('0100007F:%04X' % port, '0A', inode) for inode, port in entries]
+    (root / 'net' / 'tcp').write_text(TCP_HEADER + ''.join(lines))
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import os
 from ansible_collections.gpuops.host.plugins.modules import model_prefetch
 
 RESULT_KEYS = ['available_mib_after', 'available_mib_before', 'bytes_read', 'bytes_resident_before', 'bytes_to_read',
-               'bytes_total', 'changed', 'files', 'mib_per_second', 'seconds']
+               'bytes_total', 'changed', 'files', 'mib_per_second', 'seconds', 'skipped']
 
 
 def model(tmp_path):

@@ -329,3 +329,15 @@ def test_find_names_the_process_that_listens_on_the_port(run_module, base):
         listener.close()
     outcome, result, dummy = run_module(sglang_server, dict(base, action='find', port=port))
     assert result['port'] == {'port': port, 'listening': False, 'holders': [], 'addresses': [], 'unheld': False}
+
+
+@pytest.mark.parametrize('name', ['model_path\nadmin_api_key', 'tp-size', 'Tp_size', '_x', 'x: 1', 'x\n'])
+def test_a_server_argument_name_that_is_not_plain_is_refused_before_anything_is_written(run_module, base, tmp_path, name):
+    config = str(tmp_path / 'server-args.yaml')
+    for option in ('server_args', 'secret_server_args'):
+        args = dict(base, action='check_args', config_file=True, config_path=config,
+                    **{option: {name: 'v', 'tp_size' if option == 'secret_server_args' else 'port': 1}})
+        outcome, result, dummy = run_module(sglang_server, args)
+        assert outcome == 'fail', result
+        assert result['msg'].startswith('server argument name(s) %r: each must be a plain name' % name)
+        assert not os.path.exists(config)
