@@ -386,6 +386,11 @@ def _stop_supervised(found, p, deps):
             continue
         entry = {'pid': server['pid'], 'supervisor': sup['kind'], 'name': sup.get('unit') or sup.get('name'),
                  'changed': True}
+        if sup['kind'] == 'systemd' and sup.get('kill_mode') == 'control-group':
+            deps.warn('the unit %s has KillMode=control-group: systemctl stop sends SIGTERM to the schedulers of the '
+                      'SGLang server %d too, which cuts their release of GPU memory, and systemd escalates to SIGKILL '
+                      'after TimeoutStopSec if the server does not exit; KillMode=mixed in the unit lets SGLang stop '
+                      'its own children' % (sup['unit'], server['pid']))
         if not deps.check_mode:
             try:
                 entry.update(supervisors.stop(deps.run, sup, p['stop_timeout'], deps.clock))
