@@ -432,8 +432,9 @@ def settle(p, deps):
             own_cgroup = deps.procfs.cgroup(deps.self_pids[0]) if deps.self_pids else ''
             new, dummy = _supervise(new, table, own_cgroup, deps)
             lines = [_respawned(s) for s in new]
-            raise ActionFailed('a new SGLang server started within %g s of the stop: %s' % (p['timeout'], '; '.join(lines)),
-                               {'respawned': new, 'polls': polls})
+            stopped = ', '.join('%d' % pid for pid, dummy in sorted(before)) or 'none'
+            raise ActionFailed('a new SGLang server started within %g s of the stop of the server(s) %s: %s'
+                               % (p['timeout'], stopped, '; '.join(lines)), {'respawned': new, 'polls': polls})
         if deps.clock() >= deadline:
             return {'respawned': [], 'polls': polls, 'seconds': p['timeout']}
         deps.sleep(min(p['interval'], max(deadline - deps.clock(), 0)))

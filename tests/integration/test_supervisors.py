@@ -52,7 +52,7 @@ def test_a_server_that_its_wrapper_starts_again_fails_the_stop_naming_the_wrappe
 
     text = run.words()
     assert run.rc != 0, run.output
-    assert "a new SGLang server started within 2 s of the stop" in text, run.output
+    assert "a new SGLang server started within 2 s of the stop of the server(s) %d:" % first[0] in text, run.output
     assert ("started by pid %d (bash -c while true; do \"$@\"; sleep 0.2; done team-serve-loop" % wrapper) in text
     assert "stop that process first (kill %d)" % wrapper in text
     # what it stopped: the first server, which is gone; the wrapper started another
