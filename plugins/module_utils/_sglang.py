@@ -292,6 +292,7 @@ def find(p, deps):
         found['drains'] = _drain_each(found, p, deps, table)
     if p.get('stop_supervised'):
         found['supervised_stops'] = _stop_supervised(found, p, deps)
+        found['changed'] = bool(found['supervised_stops'])
     found['comes_back'] = [_comes_back(s) for s in servers if _comes_back(s)]
     for line in found['comes_back']:
         deps.warn(line)
