@@ -56,9 +56,10 @@ def gateway(request, gateway_box, nodes):
     """A fresh gateway in front of the nodes, its retries disabled unless a test passes other arguments (indirect
     parametrization); stopped after the test."""
     args = getattr(request, "param", ["--disable-retries"])
-    gw = gpusim_gateway.Gateway(gateway_box, worker_urls=[n.url for n in nodes], args=args)
+    serving = [n.url for n in nodes if n.healthy()]  # a failed canary of an earlier test serves nothing
+    gw = gpusim_gateway.Gateway(gateway_box, worker_urls=serving, args=args)
     try:
-        gw.start().wait_up(healthy=len(nodes))
+        gw.start().wait_up(healthy=len(serving))
         yield gw
     finally:
         gw.stop()
@@ -235,3 +236,26 @@ def test_a_canary_whose_relaunch_fails_stays_out_and_the_others_keep_serving(nod
     assert "LEFT OUT of 1" in summary, summary
     assert "node1 stays out of its SGLang Model Gateways: it failed, and its old server does not serve." in summary
     assert "never touched: node2, node3." in summary
+
+
+def test_a_canary_refused_before_its_stop_goes_back_in(nodes, gateway, tmp_path):
+    fleet = fleet_of(tmp_path, nodes[1:], gateway)
+    with open(fleet.inventory) as f:
+        inventory = yaml.safe_load(f)
+    # node2 leads this rollout; an argument that the installed SGLang's parser refuses fails its launch before its
+    # server is touched.
+    inventory["all"]["children"]["gpu_nodes"]["hosts"]["node2"]["sglang_launch_server_args"] = dict(
+        server_args(4)["sglang_launch_server_args"], no_such_argument=1)
+    with open(fleet.inventory, "w") as f:
+        yaml.safe_dump(inventory, f)
+    pids = nodes[1].main_pids()
+    load = gpusim_gateway.Load(gateway.url, clients=3).start()
+    try:
+        run = fleet.playbook("restart_serving.yml", "-e", "gpuops_serial=1", timeout=600)
+    finally:
+        load.stop()
+    assert run.rc != 0
+    assert nodes[1].main_pids() == pids, "the canary's server was touched"
+    assert load.results and load.failed() == [], (len(load.failed()), load.errors[:5])
+    assert nodes[1].url in [w["url"] for w in gateway.workers() if w["is_healthy"]], gateway.workers()
+    assert re.search(r'"node2 +FAILED +serving .* old +back in 1"', run.summary()), run.summary()
