@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from . import asyncstop, downtime, fleet, prefetch
+from . import asyncstop, downtime, fleet, gateway, prefetch
 
 NAMES = {
     "hand_a": "hand procedure A", "hand_b": "hand procedure B",
@@ -82,7 +82,8 @@ def markdown(results):
             met = {True: "yes", False: "**no**", None: "-"}[met]
         out.append("| %s | %s | %s | %s |" % (goal, target, measured, met))
     out.append("")
-    for key, module in (("downtime", downtime), ("fleet", fleet), ("async", asyncstop), ("prefetch", prefetch)):
+    for key, module in (("downtime", downtime), ("fleet", fleet), ("async", asyncstop), ("prefetch", prefetch),
+                        ("gateway", gateway)):
         if results.get(key):
             out += module.markdown(results[key]) + [""]
     out += _stop(results.get("stop")) + _detect(results.get("detect")) + _scan(results.get("scan"))
