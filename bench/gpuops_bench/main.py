@@ -14,10 +14,10 @@ import subprocess
 import time
 import traceback
 
-from . import asyncstop, chart, detect, downtime, fleet, overhead, prefetch, report, scancost, stop, supervised
+from . import asyncstop, chart, detect, downtime, fleet, gateway, overhead, prefetch, report, scancost, stop, supervised
 from .common import BENCH, REPO, log
 
-MEASUREMENTS = ("downtime", "stop", "fleet", "prefetch", "detect", "scan", "overhead", "async", "supervised")
+MEASUREMENTS = ("downtime", "stop", "fleet", "prefetch", "detect", "scan", "overhead", "async", "gateway", "supervised")
 
 
 def _commit():
@@ -53,6 +53,7 @@ def main(argv=None):
     parser.add_argument("--async-nodes", type=int, default=16, help="light nodes of the async stop measurement")
     parser.add_argument("--async-forks", type=lambda v: tuple(int(n) for n in v.split(",")), default=(2, 4, 16),
                         help="forks compared in the async stop measurement (default 2,4,16)")
+    parser.add_argument("--gateway-nodes", type=int, default=4, help="nodes of the gateway rollout measurement")
     parser.add_argument("--weights-mib", type=int, default=1024,
                         help="size of the model's weight files in the downtime and prefetch measurements")
     parser.add_argument("--downtime-variants", type=lambda v: [s.strip() for s in v.split(",") if s.strip()],
@@ -110,6 +111,7 @@ def main(argv=None):
         "async": lambda: (asyncstop.run(1, nodes=4, forks=(2, 4)) if args.quick else
                           asyncstop.run(max(1, args.async_rounds), nodes=args.async_nodes,
                                         forks=args.async_forks)),
+        "gateway": lambda: gateway.run(1 if args.quick else max(1, rounds // 3), nodes=args.gateway_nodes),
     }
     errors = results.setdefault("errors", {})
     started = time.monotonic()

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from . import asyncstop, downtime, fleet, prefetch, supervised
+from . import asyncstop, downtime, fleet, gateway, prefetch, supervised
 
 NAMES = {
     "hand_a": "hand procedure A", "hand_b": "hand procedure B",
@@ -83,7 +83,7 @@ def markdown(results):
         out.append("| %s | %s | %s | %s |" % (goal, target, measured, met))
     out.append("")
     for key, module in (("downtime", downtime), ("fleet", fleet), ("async", asyncstop), ("prefetch", prefetch),
-                        ("supervised", supervised)):
+                        ("gateway", gateway), ("supervised", supervised)):
         if results.get(key):
             out += module.markdown(results[key]) + [""]
     out += _stop(results.get("stop")) + _detect(results.get("detect")) + _scan(results.get("scan"))

@@ -214,7 +214,7 @@ class Load:
         self.results = []
         self.errors = []
         self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._run, daemon=True) for _ in range(clients)]
+        self._threads = [threading.Thread(target=self._run, daemon=True) for dummy in range(clients)]
 
     def start(self) -> "Load":
         for t in self._threads:
