@@ -54,6 +54,8 @@ def test_a_team_container_is_drained_then_stopped_through_docker_and_stays_stopp
     assert engine.inspect(cid)["State"]["Status"] == "exited" and not node.healthy()
     assert node.used_mib() == [0, 0, 0, 0]
     text = run.words()
-    assert "docker stop --time 5 team-sglang" in text, run.output
+    assert ("Stopped through its supervisor: the SGLang server %d, with docker stop --time 5 team-sglang in"
+            % before["State"]["Pid"]) in text, run.output
+    assert "it exited on its own" in text
     assert ("the container team-sglang of the SGLang server") in text and "has restart policy unless-stopped" in text
     assert "docker update --restart=no team-sglang" in text
