@@ -200,8 +200,8 @@ def stop(run, supervisor, timeout, clock):
         rc, out, err = run(['systemctl', 'stop', unit], None)
         seconds = clock() - start
         if rc != 0:
-            raise SupervisorError('systemctl stop %s failed (rc %d) after %.1f s: %s' % (unit, rc, seconds,
-                                                                                     (err or out).strip()))
+            raise SupervisorError('systemctl stop %s failed (rc %d) after %.1f s: %s'
+                                  % (unit, rc, seconds, (err or out).strip()))
         rc, out, err = run(['systemctl', 'show', unit, '--property=Result,ExecMainCode,ExecMainStatus,ActiveState'],
                            None)
         show = parse_show(out) if rc == 0 else {}
@@ -214,8 +214,8 @@ def stop(run, supervisor, timeout, clock):
     rc, out, err = run([command, 'stop', '--time', str(int(round(timeout))), supervisor['id']], None)
     seconds = clock() - start
     if rc != 0:
-        raise SupervisorError('%s stop %s failed (rc %d) after %.1f s: %s' % (command, supervisor['id'][:12], rc,
-                                                                            seconds, (err or out).strip()))
+        raise SupervisorError('%s stop %s failed (rc %d) after %.1f s: %s'
+                              % (command, supervisor['id'][:12], rc, seconds, (err or out).strip()))
     rc, out, err = run([command, 'inspect', '--type', 'container', '--format', '{{.State.ExitCode}}',
                         supervisor['id']], None)
     code = out.strip() if rc == 0 else ''

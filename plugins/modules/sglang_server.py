@@ -497,7 +497,10 @@ comes_back:
   returned: action is find
   type: list
   elements: str
-  sample: ["the systemd unit team-sglang.service of the SGLang server 4200 is enabled: it starts again at the next boot (systemctl disable --now team-sglang.service, or disable_supervisors)"]
+  sample:
+    - >-
+      the systemd unit team-sglang.service of the SGLang server 4200 is enabled: it starts again at the next boot
+      (systemctl disable --now team-sglang.service, or disable_supervisors)
 respawned:
   description: V(settle) - the new servers found after the stop, each with its supervisor; empty when none came.
   returned: action is settle

@@ -99,4 +99,3 @@ def test_named_co_launched_servers_are_stopped_and_the_launcher_is_not(node, fle
         for p in node.sandbox.procs():
             if p["cmdline"][:1] and p["cmdline"][0].startswith("sglang::") and p["state"] != "Z":
                 node.sandbox.run(["kill", "-KILL", str(p["pid"])])
-

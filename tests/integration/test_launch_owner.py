@@ -98,7 +98,7 @@ def test_an_interpreter_without_sglang_is_refused_before_the_server_is_touched(n
     python = "/usr/bin/python3"  # Debian's, without SGLang
 
     run = fleet.playbook("restart_serving.yml", "-e", json.dumps({"sglang_launch_python": python,
-                                                                   "sglang_launch_pythonpath": ["/nonexistent"]}))
+                                                                  "sglang_launch_pythonpath": ["/nonexistent"]}))
 
     assert run.rc != 0
     words = run.words()

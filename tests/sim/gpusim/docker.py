@@ -112,7 +112,7 @@ class Dockerd:
         outer = "/gpusim-node-proc"
         environment = dict(standin.FAST_ENV, **node.server_env)
         environment.update(GPUSIM_STATE=node.sandbox.state_dir, LD_LIBRARY_PATH=nvml.lib_dir(), GPUSIM_HOST_PROC=outer,
-            PYTHONPATH=":".join([node.sglang, SIM_DIR]), PATH="/usr/local/bin:/usr/bin:/bin")
+                           PYTHONPATH=":".join([node.sglang, SIM_DIR]), PATH="/usr/local/bin:/usr/bin:/bin")
         environment.update(env or {})
         # as teams run it: `docker run ... python3 -m sglang.launch_server ...`, the server as the container's PID 1
         argv = ["run", "-d", "--name", name, "--network", "host", "--restart", restart]
