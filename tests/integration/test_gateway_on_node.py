@@ -48,54 +48,49 @@ def test_a_serving_restart_leaves_the_gateway_on_the_node_running_and_names_it(n
     assert sorted(int(p) for p in listed.split(",")) == sorted([gateway.port, gateway.prometheus_port])
 
 
-def test_a_co_launch_is_refused_naming_its_launcher_and_nothing_is_signalled(node, fleet):
+@pytest.fixture
+def colaunch(node):
+    """`python -m sglang_router.launch_server` on the node: the gateway and one worker of its own, registered."""
     launcher = Gateway.colaunch(node.sandbox, node.model, server_args=["--tp-size", "1", "--base-gpu-id", "0"],
                                 env=dict(node.server_env, PYTHONPATH=node.sglang))
     launcher.start()
     try:
         # the worker registers with the router only once it answers /health
-        launcher.wait_up(timeout=120, healthy=1)
-        worker_url = launcher.workers()[0]["url"]
-        before = [(p["pid"], p["cmdline"][:1]) for p in node.sandbox.procs() if p["state"] != "Z"]
-
-        run = fleet.playbook("stop_sglang.yml")
-
-        assert run.rc != 0, run.output
-        text = run.words()
-        assert "not stopping servers that the SGLang Model Gateway co-launched:" in text, run.output
-        assert ("was started by the SGLang Model Gateway launcher %d (sglang::router" % launcher.pid) in text
-        assert "nothing was drained or signalled" in text
-        after = [(p["pid"], p["cmdline"][:1]) for p in node.sandbox.procs() if p["state"] != "Z"]
-        assert [p for p in before if p not in after] == []
-        assert launcher.alive() and not launcher.terminated()
-        assert http_get(worker_url + "/health")[0] == 200
-        assert launcher.request("GET", "/workers")[0] == 200
+        yield launcher.wait_up(timeout=120, healthy=1)
     finally:
         launcher.stop()
-        # what the launcher started is killed with it by the sandbox's kernel only at its end: stop the rest now
+        # what the launcher started outlives it inside the sandbox until the sandbox ends: kill it now
         for p in node.sandbox.procs():
             if p["cmdline"][:1] and p["cmdline"][0].startswith("sglang::") and p["state"] != "Z":
                 node.sandbox.run(["kill", "-KILL", str(p["pid"])])
 
 
-def test_named_co_launched_servers_are_stopped_and_the_launcher_is_not(node, fleet):
-    launcher = Gateway.colaunch(node.sandbox, node.model, server_args=["--tp-size", "1", "--base-gpu-id", "0"],
-                                env=dict(node.server_env, PYTHONPATH=node.sglang))
-    launcher.start()
-    try:
-        launcher.wait_up(timeout=120, healthy=1)
-        worker = [p["pid"] for p in node.sandbox.procs() if p["cmdline"][:1] == ["sglang::server"]]
+def test_a_co_launch_is_refused_naming_its_launcher_and_nothing_is_signalled(node, fleet, colaunch):
+    worker_url = colaunch.workers()[0]["url"]
+    before = [(p["pid"], p["cmdline"][:1]) for p in node.sandbox.procs() if p["state"] != "Z"]
 
-        run = fleet.playbook("stop_sglang.yml", "-e", json.dumps({"sglang_stop_pids": worker}))
+    run = fleet.playbook("stop_sglang.yml")
 
-        assert run.rc == 0, run.output
-        procs = node.sandbox.procs()
-        assert [p for p in procs if p["state"] != "Z" and p["cmdline"][:1] and p["cmdline"][0] in
-                ("sglang::server", "sglang::scheduler", "sglang::detokenizer")] == []
-        assert launcher.alive() and not launcher.terminated()
-        assert node.used_mib() == [0, 0, 0, 0]
-    finally:
-        launcher.stop()
-        for p in node.sandbox.procs():
-            if p["cmdline"][:1] and p["cmdline"][0].startswith("sglang::") and p["state"] != "Z":
-                node.sandbox.run(["kill", "-KILL", str(p["pid"])])
+    assert run.rc != 0, run.output
+    text = run.words()
+    assert "not stopping servers that the SGLang Model Gateway co-launched:" in text, run.output
+    assert ("was started by the SGLang Model Gateway launcher %d (sglang::router" % colaunch.pid) in text
+    assert "nothing was drained or signalled" in text
+    after = [(p["pid"], p["cmdline"][:1]) for p in node.sandbox.procs() if p["state"] != "Z"]
+    assert [p for p in before if p not in after] == []
+    assert colaunch.alive() and not colaunch.terminated()
+    assert http_get(worker_url + "/health")[0] == 200
+    assert colaunch.request("GET", "/workers")[0] == 200
+
+
+def test_named_co_launched_servers_are_stopped_and_the_launcher_is_not(node, fleet, colaunch):
+    worker = [p["pid"] for p in node.sandbox.procs() if p["cmdline"][:1] == ["sglang::server"]]
+
+    run = fleet.playbook("stop_sglang.yml", "-e", json.dumps({"sglang_stop_pids": worker}))
+
+    assert run.rc == 0, run.output
+    procs = node.sandbox.procs()
+    assert [p for p in procs if p["state"] != "Z" and p["cmdline"][:1] and p["cmdline"][0] in
+            ("sglang::server", "sglang::scheduler", "sglang::detokenizer")] == []
+    assert colaunch.alive() and not colaunch.terminated()
+    assert node.used_mib() == [0, 0, 0, 0]
