@@ -293,7 +293,7 @@ def find(p, deps):
     if p.get('stop_supervised'):
         found['supervised_stops'] = _stop_supervised(found, p, deps)
         found['changed'] = bool(found['supervised_stops'])
-    found['comes_back'] = [_comes_back(s) for s in servers if _comes_back(s)]
+    found['comes_back'] = [line for line in map(_comes_back, servers) if line]
     for line in found['comes_back']:
         deps.warn(line)
     return found
