@@ -158,19 +158,7 @@ class Gateway:
         headers = {"content-type": "application/json"}
         if self.admin_key:
             headers["Authorization"] = "Bearer " + self.admin_key
-        req = urllib.request.Request(self.url + path, data, headers, method=method)
-        try:
-            with standin.OPENER.open(req, timeout=timeout) as res:
-                status, raw = res.status, res.read()
-        except urllib.error.HTTPError as e:
-            status, raw = e.code, e.read()
-        except OSError:
-            return None, None
-        text = raw.decode(errors="replace")
-        try:
-            return status, json.loads(text)
-        except ValueError:
-            return status, text
+        return standin.fetch(urllib.request.Request(self.url + path, data, headers, method=method), timeout)
 
     def workers(self) -> list:
         status, body = self.request("GET", "/workers")

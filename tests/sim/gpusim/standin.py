@@ -113,6 +113,23 @@ def write_weights(path: str, weights_mib: int, shards: int) -> None:
         os.replace(name + ".tmp", name)
 
 
+def fetch(req: urllib.request.Request, timeout: float):
+    """(status, parsed JSON or text) of REQ sent through OPENER; (None, None) when nothing listens or the
+    connection broke."""
+    try:
+        with OPENER.open(req, timeout=timeout) as res:
+            status, raw = res.status, res.read()
+    except urllib.error.HTTPError as e:
+        status, raw = e.code, e.read()
+    except (OSError, ConnectionError):
+        return None, None
+    text = raw.decode(errors="replace")
+    try:
+        return status, json.loads(text)
+    except ValueError:
+        return status, text
+
+
 class Launch:
     """The stand-in started inside sandbox SB, in a session of its own (as under systemd)."""
 
@@ -201,18 +218,7 @@ class Launch:
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.url + path, data, dict({"content-type": "application/json"},
                                                                  **(headers or {})))
-        try:
-            with OPENER.open(req, timeout=timeout) as res:
-                status, raw = res.status, res.read()
-        except urllib.error.HTTPError as e:
-            status, raw = e.code, e.read()
-        except (OSError, ConnectionError):
-            return None, None
-        text = raw.decode(errors="replace")
-        try:
-            return status, json.loads(text)
-        except ValueError:
-            return status, text
+        return fetch(req, timeout)
 
     def get(self, path: str, timeout: float = 30, headers: dict = None):
         return self.request(path, timeout=timeout, headers=headers)
