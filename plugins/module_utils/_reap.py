@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import nullcontext
 
-from ansible_collections.gpuops.host.plugins.module_utils._nvml import NvmlError
+from ansible_collections.gpuops.host.plugins.module_utils._namespaces import Place
+from ansible_collections.gpuops.host.plugins.module_utils._nvml import HAS_PYNVML, Nvml, NvmlError, gpu_inventory, pynvml
 from ansible_collections.gpuops.host.plugins.module_utils._reap_escalation import POLL_INTERVAL, Escalation
-from ansible_collections.gpuops.host.plugins.module_utils._reap_options import ReapError
+from ansible_collections.gpuops.host.plugins.module_utils._reap_options import ReapError, parse_options
 from ansible_collections.gpuops.host.plugins.module_utils._reap_selection import Phase, Selection, describe
+from ansible_collections.gpuops.host.plugins.module_utils._verify import Verification
 
 _STATE_NOTES = {
     'D': 'uninterruptible sleep, usually blocked in the GPU driver: SIGKILL takes effect only when '
@@ -33,6 +36,14 @@ class ReapFailure(Exception):
     def __init__(self, msg, result):
         super().__init__(msg)
         self.result = result
+
+
+class MissingLibrary(Exception):
+    """nvidia-ml-py is not importable, and ``reason`` needs it."""
+
+    def __init__(self, reason):
+        super().__init__(reason)
+        self.reason = reason
 
 
 class Reaper:
@@ -216,3 +227,66 @@ def reap(reaper, check_mode, verification=None, nvml=None, clock=time.monotonic,
             verification.failure(report), len(result['stopped']),
             ', '.join(str(t['pid']) for t in result['stopped']) or 'none'), result)
     return result
+
+
+class Run:
+    """One gpu_reap run from the module's parameters (``verify`` included), for every module that stops processes:
+    gpu_reap, and sglang_server's stop.
+
+    Built, it has checked every option (ReapError, ValueError) and found nvidia-ml-py where the run needs it
+    (MissingLibrary): before anything is read or signalled. Entered, it opens NVML when it verifies and looks up the
+    GPUs that the verification names (NvmlError, SelectionError: a driver that cannot be read, or a GPU that is not
+    there, fails the run before any signal); called, it reaps.
+    ``warnings`` collects what to warn about.
+    """
+
+    def __init__(self, params, procs, self_pid, sysfs_root='/sys'):
+        self.params = params
+        self.procs = procs
+        self.self_pid = self_pid
+        self.place = Place(procs, self_pid)
+        self.options = parse_options(params)
+        self.check = None
+        if params.get('verify') is not None:
+            self.check = Verification(params['verify'], sysfs_root, prefix='verify.')
+            if not HAS_PYNVML:
+                raise MissingLibrary('for verify')
+        if self.options.nvml_processes and not HAS_PYNVML:
+            raise MissingLibrary('for nvml_processes')
+        self.warnings = list(self.check.warnings) if self.check is not None else []
+        self._nvml = None
+        self._context = None
+
+    def __enter__(self):
+        self._context = Nvml() if self.check is not None else nullcontext()
+        self._nvml = self._context.__enter__()
+        if self.check is not None and self.check.wanted:
+            try:
+                self.check.check_selection(self._nvml.snapshot())
+            except BaseException:
+                self._context.__exit__(None, None, None)
+                raise
+        return self
+
+    def __exit__(self, *exc):
+        return self._context.__exit__(*exc)
+
+    def _gpus(self):
+        """NVML's device numbers and process list: required for nvml_processes, else best effort."""
+        if not HAS_PYNVML:
+            return {}, []
+        try:
+            devices, listing = gpu_inventory(pynvml)
+        except NvmlError as e:
+            if self.options.nvml_processes:
+                raise ReapError('nvml_processes: cannot list GPU processes: %s' % e)
+            return {}, []
+        return devices, listing if self.place.nvml_pids_are_local else []
+
+    def __call__(self, check_mode):
+        devices, listing = self._gpus()
+        reaper = Reaper(self.options, self.procs, self.self_pid, self.place, nvml_listing=listing, gpu_devices=devices)
+        result = reap(reaper, check_mode, self.check, self._nvml)
+        if 'verify' in result:
+            self.warnings.extend(self.check.report_warnings(result['verify']))
+        return result

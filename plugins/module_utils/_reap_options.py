@@ -95,6 +95,32 @@ _SHARED_DEVICES = ('/dev/nvidiactl', '/dev/nvidia-uvm', '/dev/nvidia-uvm-tools',
                    '/dev/nvidia-caps/nvidia-cap1', '/dev/nvidia-nvswitchctl', '/dev/nvidia-nvlink')
 
 
+def argument_spec():
+    """gpu_reap's options, without ``verify`` (``_verify.wait_argument_spec``); sglang_server's stop takes those that
+    are not its own as its ``reap`` option."""
+    return dict(
+        patterns=dict(type='list', elements='str'),
+        presets=dict(type='list', elements='str', choices=sorted(PRESETS)),
+        environ=dict(type='dict'),
+        pids=dict(type='list', elements='int'),
+        descendants=dict(type='bool', default=True),
+        sessions=dict(type='bool', default=True),
+        other_namespaces=dict(type='bool', default=False),
+        nvml_processes=dict(type='bool', default=False),
+        device_holders=dict(type='bool', default=False),
+        devices=dict(type='list', elements='str'),
+        max_processes=dict(type='int', default=512),
+        protect=dict(type='list', elements='str'),
+        protect_defaults=dict(type='bool', default=True),
+        protect_gateways=dict(type='bool', default=True),
+        users=dict(type='list', elements='str'),
+        kill_mode=dict(type='str', default='mixed', choices=['mixed', 'control-group']),
+        term_signal=dict(type='str', default='SIGTERM'),
+        term_timeout=dict(type='float', default=30),
+        kill_timeout=dict(type='float', default=10),
+    )
+
+
 class ReapError(Exception):
     """Bad options: raised before anything is read or signalled."""
 

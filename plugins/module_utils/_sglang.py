@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from urllib.parse import urlsplit
 
@@ -24,10 +25,16 @@ from ansible_collections.gpuops.host.plugins.module_utils import _sglang_http as
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang_procs as sprocs
 from ansible_collections.gpuops.host.plugins.module_utils import _supervisor as supervisors
 from ansible_collections.gpuops.host.plugins.module_utils._namespaces import Place
-from ansible_collections.gpuops.host.plugins.module_utils._reap_options import PRESETS
+from ansible_collections.gpuops.host.plugins.module_utils._nvml import NvmlError
+from ansible_collections.gpuops.host.plugins.module_utils._reap import ReapFailure
+from ansible_collections.gpuops.host.plugins.module_utils._reap_options import PRESETS, ReapError
+from ansible_collections.gpuops.host.plugins.module_utils._verify import SelectionError
 
 ACTIONS = ('find', 'release', 'render', 'check_args', 'drain', 'ready', 'check_environ', 'probe', 'check_info',
-           'settle')
+           'settle', 'stop')
+# The options of gpu_reap that the stop sets itself: the selectors (from its own presets, patterns, pids, owners and the
+# record's run marker), the wait before SIGKILL (stop_timeout) and the verification (its own verify option).
+STOP_SETS = ('patterns', 'presets', 'environ', 'pids', 'users', 'term_timeout', 'verify')
 # Parents of a server that are no wrapper which could start it again: init systems and container shims.
 _NO_RESPAWNER = frozenset(('systemd', 'init', 'tini', 'dumb-init', 'catatonit', 'conmon', 'containerd-shim',
                            'containerd-shim-runc-v2', 'docker-init'))
@@ -42,7 +49,7 @@ class ActionFailed(Exception):
 
 class Deps:
     def __init__(self, procfs, run, opener=None, clock=time.monotonic, sleep=time.sleep, tmpdir=None,
-                 check_mode=False, warn=None, self_pids=()):
+                 check_mode=False, warn=None, self_pids=(), reaping=None):
         self.procfs = procfs
         self.run = run
         self.opener = opener
@@ -52,6 +59,8 @@ class Deps:
         self.check_mode = check_mode
         self.warn = warn or (lambda msg: None)
         self.self_pids = tuple(self_pids)
+        # reaping(params) -> a _reap.Run of those gpu_reap parameters (the stop's)
+        self.reaping = reaping
 
 
 def public_secrets(p):
@@ -256,14 +265,14 @@ def _record(p):
     return record if isinstance(record, dict) else {}
 
 
-def find(p, deps):
+def find(p, deps, record=None):
     redact = _redactor(p)
     patterns = list(p.get('patterns') or [])
     for preset in p.get('presets') or []:
         if preset not in PRESETS:
             raise ActionFailed('presets: unknown preset %r; known: %s' % (preset, ', '.join(sorted(PRESETS))))
         patterns.extend(PRESETS[preset])
-    record = _record(p)
+    record = _record(p) if record is None else record
     table = deps.procfs.snapshot()
     if not table:
         raise ActionFailed('no process is readable under %s (hidepid, or not root?)' % deps.procfs.root)
@@ -296,6 +305,64 @@ def find(p, deps):
     found['comes_back'] = [line for line in map(_comes_back, servers) if line]
     for line in found['comes_back']:
         deps.warn(line)
+    return found
+
+
+def _reap_params(p, record):
+    """gpu_reap's parameters for the rest of a stop: the stop's selectors, every process of the recorded run (its
+    GPUOPS_RUN), SIGKILL after stop_timeout, the verification, and the options of ``reap``."""
+    params = dict(p['reap'] or {}, presets=p.get('presets') or [], patterns=p.get('patterns') or [],
+                  pids=p.get('pids') or [], users=p.get('owners') or None, term_timeout=p['stop_timeout'],
+                  verify=p.get('verify'), environ=None)
+    if record.get('marker'):
+        params['environ'] = {'GPUOPS_RUN': '^%s$' % re.escape(str(record['marker']))}
+    return params
+
+
+def stop(p, deps):
+    """The whole stop in one call: find the servers, drain them, stop those of a unit or a container through it,
+    stop what is left of them with gpu_reap's escalation, wait until every GPU is clean, and watch for a server that
+    a wrapper starts again. Every option is checked, and NVML opened, before anything is drained or signalled.
+
+    The result is find's, plus ``reap`` (gpu_reap's result), ``settled`` and ``signalled``: true from the first
+    signal on, also in the result of a failure, so that the caller knows whether the old server was touched."""
+    record = _record(p)
+    try:
+        run = deps.reaping(_reap_params(p, record))
+    except ReapError as e:
+        raise ActionFailed('reap: %s; nothing was drained or signalled' % e, {'signalled': False})
+    except ValueError as e:
+        raise ActionFailed('%s; nothing was drained or signalled' % e, {'signalled': False})
+    try:
+        with run:
+            found = find(dict(p, drain=True, stop_supervised=True), deps, record)
+            found['signalled'] = any('seconds' in s for s in found['supervised_stops'])
+            try:
+                found['reap'] = run(deps.check_mode)
+            except ReapFailure as e:
+                raise ActionFailed('stopping what is left of the SGLang servers: %s' % e,
+                                   dict(found, reap=e.result, signalled=not deps.check_mode))
+    except NvmlError as e:
+        raise ActionFailed('verify: %s; nothing was drained or signalled' % e, {'nvml_error': e.code, 'signalled': False})
+    except SelectionError as e:
+        raise ActionFailed('verify: %s; nothing was drained or signalled' % e, {'signalled': False})
+    except ActionFailed as e:
+        e.result.setdefault('signalled', any('seconds' in s for s in e.result.get('supervised_stops') or []))
+        raise
+    finally:
+        for warning in run.warnings:
+            deps.warn(warning)
+    found['signalled'] = found['signalled'] or (not deps.check_mode and bool(found['reap']['stopped']))
+    found['changed'] = bool(found['supervised_stops']) or found['reap']['changed']
+    found['diff'] = found['reap']['diff']
+    found['settled'] = None
+    wrapped = [s['pid'] for s in found['servers'] if s['supervisor'].get('kind') == 'process'
+               and s['supervisor'].get('parent')]
+    if wrapped and not deps.check_mode and p['settle'] > 0:
+        try:
+            found['settled'] = settle(dict(p, stopped=found['servers'], timeout=p['settle'], interval=0.1), deps)
+        except ActionFailed as e:
+            raise ActionFailed(e.msg, dict(found, **e.result))
     return found
 
 
@@ -685,7 +752,7 @@ def check_info(p, deps):
 
 _PERFORM = {'find': find, 'release': release, 'render': render, 'check_args': check_args, 'drain': drain,
             'ready': ready, 'check_environ': check_environ, 'probe': probe, 'check_info': check_info,
-            'settle': settle}
+            'settle': settle, 'stop': stop}
 
 
 def perform(params, deps):

@@ -54,6 +54,7 @@ author:
 extends_documentation_fragment:
   - gpuops.host.attributes
   - gpuops.host.attributes.actiongroup_gpu
+  - gpuops.host.verify_wait
 attributes:
   check_mode:
     support: full
@@ -243,48 +244,6 @@ options:
       - Seconds to wait after SIGKILL before the run fails with the processes still alive. Must be finite.
     type: float
     default: 10
-  verify:
-    description:
-      - After the stop, wait until every GPU (or those in O(verify.gpus)) is clean, and fail the run when they are not
-        within O(verify.timeout); the suboptions are those of M(gpuops.host.gpu_verify), with the same defaults.
-      - The wait starts the moment the last target is gone. It is not run when a target survived SIGKILL or could not
-        be signalled (the run fails then anyway), nor in check mode.
-      - Needs C(nvidia-ml-py) on the target.
-    type: dict
-    suboptions:
-      gpus:
-        description:
-          - GPUs to check, each an NVML index (V(0)) or a UUID (the C(GPU-) prefix may be left out); every GPU when
-            empty. A GPU the host does not show fails the run before anything is signalled.
-        type: list
-        elements: str
-        default: []
-      max_used_mib:
-        description: The most memory, in MiB, a clean GPU may show in use, read through the v2 memory call.
-        type: int
-        default: 32
-      allow_processes:
-        description: Whether processes NVML lists may remain on a clean GPU (its memory still within O(verify.max_used_mib)).
-        type: bool
-        default: false
-      v1_reserved_mib:
-        description:
-          - Drivers without the v2 memory call only, the v1 used memory of this host's GPUs when idle (see
-            M(gpuops.host.gpu_verify)); without it a v1 reading never counts as clean.
-        type: int
-      expected_count:
-        description:
-          - Number of GPUs the host must show; when omitted, the NVIDIA GPUs on the PCI bus.
-        type: int
-      timeout:
-        description: Seconds to wait, from the last target's exit, for every GPU to be clean. V(0) checks once.
-        type: float
-        default: 60
-      poll_interval:
-        description:
-          - Seconds between two NVML readings; a release is noticed at most this late. More than 0.
-        type: float
-        default: 0.1
 notes:
   - In V(mixed) mode, once the roots have exited, the other selected processes get up to one more second to
     follow them before SIGKILL.
@@ -573,97 +532,38 @@ nvml_error:
 """
 
 import os
-from contextlib import nullcontext
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuops.host.plugins.module_utils._namespaces import Place
-from ansible_collections.gpuops.host.plugins.module_utils._nvml import (
-    HAS_PYNVML, PYNVML_IMPORT_ERROR, Nvml, NvmlError, gpu_inventory, pynvml,
-)
+from ansible_collections.gpuops.host.plugins.module_utils._nvml import PYNVML_IMPORT_ERROR, NvmlError
 from ansible_collections.gpuops.host.plugins.module_utils._procs import ProcFS
-from ansible_collections.gpuops.host.plugins.module_utils._reap import Reaper, ReapFailure, reap
-from ansible_collections.gpuops.host.plugins.module_utils._reap_options import PRESETS, ReapError, parse_options
+from ansible_collections.gpuops.host.plugins.module_utils._reap import MissingLibrary, ReapFailure, Run
+from ansible_collections.gpuops.host.plugins.module_utils._reap_options import ReapError, argument_spec
 from ansible_collections.gpuops.host.plugins.module_utils._sglang_args import masking
-from ansible_collections.gpuops.host.plugins.module_utils._verify import SelectionError, Verification, wait_argument_spec
-
-SYSFS_ROOT = '/sys'
-
-
-def read_gpus(module, options, place):
-    """NVML's device numbers and process list: required for nvml_processes, else best effort."""
-    if not HAS_PYNVML:
-        if options.nvml_processes:
-            module.fail_json(msg=missing_required_lib('nvidia-ml-py', reason='for nvml_processes'),
-                             exception=PYNVML_IMPORT_ERROR)
-        return {}, []
-    try:
-        devices, listing = gpu_inventory(pynvml)
-    except NvmlError as e:
-        if options.nvml_processes:
-            module.fail_json(msg='nvml_processes: cannot list GPU processes: %s' % e)
-        return {}, []
-    return devices, listing if place.nvml_pids_are_local else []
-
-
-def verification(module):
-    """The wait of the verify option, checked; None without it."""
-    if module.params['verify'] is None:
-        return None
-    check = Verification(module.params['verify'], SYSFS_ROOT, prefix='verify.')
-    if not HAS_PYNVML:
-        module.fail_json(msg=missing_required_lib('nvidia-ml-py', reason='for verify'), exception=PYNVML_IMPORT_ERROR)
-    for warning in check.warnings:
-        module.warn(warning)
-    return check
+from ansible_collections.gpuops.host.plugins.module_utils._verify import SelectionError, wait_argument_spec
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            patterns=dict(type='list', elements='str'),
-            presets=dict(type='list', elements='str', choices=sorted(PRESETS)),
-            environ=dict(type='dict'),
-            pids=dict(type='list', elements='int'),
-            descendants=dict(type='bool', default=True),
-            sessions=dict(type='bool', default=True),
-            other_namespaces=dict(type='bool', default=False),
-            nvml_processes=dict(type='bool', default=False),
-            device_holders=dict(type='bool', default=False),
-            devices=dict(type='list', elements='str'),
-            max_processes=dict(type='int', default=512),
-            protect=dict(type='list', elements='str'),
-            protect_defaults=dict(type='bool', default=True),
-            protect_gateways=dict(type='bool', default=True),
-            users=dict(type='list', elements='str'),
-            kill_mode=dict(type='str', default='mixed', choices=['mixed', 'control-group']),
-            term_signal=dict(type='str', default='SIGTERM'),
-            term_timeout=dict(type='float', default=30),
-            kill_timeout=dict(type='float', default=10),
-            verify=dict(type='dict', options=wait_argument_spec()),
-        ),
+        argument_spec=dict(argument_spec(), verify=dict(type='dict', options=wait_argument_spec())),
         required_if=[('device_holders', True, ['devices'])],
         supports_check_mode=True,
     )
     # Command lines typed by hand can carry a secret (--api-key X): masked in every result and message.
     module.exit_json, module.fail_json = masking(module.exit_json), masking(module.fail_json)
-    procs = ProcFS()
-    place = Place(procs, os.getpid())
     try:
-        options = parse_options(module.params)
-        check = verification(module)
-        # NVML is opened before any signal, so that a driver that cannot be read fails the run first.
-        with Nvml() if check is not None else nullcontext() as nvml:
-            devices, listing = read_gpus(module, options, place)
-            reaper = Reaper(options, procs, os.getpid(), place, nvml_listing=listing, gpu_devices=devices)
-            result = reap(reaper, module.check_mode, check, nvml)
+        run = Run(module.params, ProcFS(), os.getpid())
+        with run:
+            result = run(module.check_mode)
+    except MissingLibrary as e:
+        module.fail_json(msg=missing_required_lib('nvidia-ml-py', reason=e.reason), exception=PYNVML_IMPORT_ERROR)
     except (ReapError, ValueError, SelectionError) as e:
         module.fail_json(msg=str(e), changed=False)
     except NvmlError as e:
         module.fail_json(msg='verify: %s; nothing was signalled' % e, nvml_error=e.code, changed=False)
     except ReapFailure as e:
         module.fail_json(msg=str(e), **e.result)
-    for warning in check.report_warnings(result['verify']) if 'verify' in result else ():
+    for warning in run.warnings:
         module.warn(warning)
     module.exit_json(**result)
 

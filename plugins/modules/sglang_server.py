@@ -11,8 +11,8 @@ module: sglang_server
 short_description: Find, check, drain and probe SGLang servers on their real interfaces
 version_added: 0.2.0
 description:
-  - The SGLang-facing logic of the collection in one place. O(action) picks what to do; each action reads or
-    waits, none starts or signals a process (M(gpuops.host.gpu_reap) stops processes).
+  - The SGLang-facing logic of the collection in one place. O(action) picks what to do. None starts a process;
+    only V(stop), and V(find) with O(stop_supervised), stop one.
   - V(find) lists the SGLang servers running now - their main processes, found by the run marker of the
     record O(record_path), by O(presets) and by O(patterns) - with the URL each answers on and its tree (its
     descendants and, for a server that leads its own session, every process of that session, orphans
@@ -52,6 +52,14 @@ description:
   - V(probe) sends one C(/generate) request with its own request id O(rid) and, with O(dump_dir), waits for
     the hidden-state dump whose file name carries that id - not for any file, since health checks generate too.
   - V(check_info) compares C(/server_info) with O(expect).
+  - V(stop) is the whole stop of the servers in one call, so that no round trip of Ansible falls between its steps -
+    V(find) with O(drain) and O(stop_supervised) (find, drain, stop those of a unit or a container through it),
+    then M(gpuops.host.gpu_reap)'s escalation on what is left of them (SIGTERM to the main processes, SIGKILL after
+    O(stop_timeout); the same selectors, every process of the recorded run by its C(GPUOPS_RUN), O(owners) as its
+    users, and the other options of gpu_reap in O(reap)), the wait until every GPU is clean (O(verify)), and, where a
+    server had a parent that may start it again, the watch of V(settle) for O(settle) seconds. Every option is
+    checked, and NVML opened, before anything is drained or signalled. With no server and nothing left to stop, it
+    changes nothing. RV(signalled) says, in a failure too, whether anything was signalled.
   - V(settle) watches, for O(timeout) seconds after a stop, for a new server that a wrapper (a C(while true)
     loop, a script), a unit or a container started again, and fails naming it, what started it and the command
     that disables that.
@@ -75,6 +83,7 @@ requirements:
 extends_documentation_fragment:
   - gpuops.host.attributes
   - gpuops.host.attributes.ACTIONGROUP_GPU
+  - gpuops.host.verify_wait
 attributes:
   check_mode:
     support: full
@@ -93,7 +102,7 @@ options:
     description: What to do; see the description.
     type: str
     required: true
-    choices: [find, release, render, check_args, drain, ready, check_environ, probe, check_info, settle]
+    choices: [find, release, render, check_args, drain, ready, check_environ, probe, check_info, settle, stop]
   url:
     description:
       - Base URL of the server, for V(drain), V(ready), V(probe) and V(check_info).
@@ -220,9 +229,67 @@ options:
     type: bool
     default: false
   stop_timeout:
-    description: For O(stop_supervised), the seconds a container engine waits after SIGTERM before its SIGKILL.
+    description:
+      - For O(stop_supervised), the seconds a container engine waits after SIGTERM before its SIGKILL.
+      - For V(stop), also the seconds M(gpuops.host.gpu_reap)'s escalation waits after SIGTERM (its C(term_timeout)).
     type: float
     default: 60
+  reap:
+    description:
+      - For V(stop), the options of M(gpuops.host.gpu_reap) for what is left after the supervised stops, as that module
+        documents them. The stop sets the others - the selectors, C(term_timeout) (O(stop_timeout)) and C(verify)
+        (O(verify)).
+    type: dict
+    default: {}
+    suboptions:
+      descendants: {description: gpu_reap's O(gpuops.host.gpu_reap#module:descendants)., type: bool, default: true}
+      sessions: {description: gpu_reap's O(gpuops.host.gpu_reap#module:sessions)., type: bool, default: true}
+      other_namespaces:
+        description: gpu_reap's O(gpuops.host.gpu_reap#module:other_namespaces).
+        type: bool
+        default: false
+      nvml_processes:
+        description: gpu_reap's O(gpuops.host.gpu_reap#module:nvml_processes).
+        type: bool
+        default: false
+      device_holders:
+        description: gpu_reap's O(gpuops.host.gpu_reap#module:device_holders).
+        type: bool
+        default: false
+      devices:
+        description: gpu_reap's O(gpuops.host.gpu_reap#module:devices).
+        type: list
+        elements: str
+      max_processes: {description: gpu_reap's O(gpuops.host.gpu_reap#module:max_processes)., type: int, default: 512}
+      protect:
+        description: gpu_reap's O(gpuops.host.gpu_reap#module:protect).
+        type: list
+        elements: str
+      protect_defaults:
+        description: gpu_reap's O(gpuops.host.gpu_reap#module:protect_defaults).
+        type: bool
+        default: true
+      protect_gateways:
+        description: gpu_reap's O(gpuops.host.gpu_reap#module:protect_gateways).
+        type: bool
+        default: true
+      kill_mode:
+        description: gpu_reap's O(gpuops.host.gpu_reap#module:kill_mode).
+        type: str
+        default: mixed
+        choices: [mixed, control-group]
+      term_signal:
+        description: gpu_reap's O(gpuops.host.gpu_reap#module:term_signal).
+        type: str
+        default: SIGTERM
+      kill_timeout: {description: gpu_reap's O(gpuops.host.gpu_reap#module:kill_timeout)., type: float, default: 10}
+  settle:
+    description:
+      - For V(stop), how long to watch, as V(settle) does, for a server started again, where a server had a parent
+        other than init (a C(while true) wrapper, a script). A unit or a container is stopped through its supervisor,
+        whose restart policy an explicit stop does not trigger. V(0) watches nothing.
+    type: float
+    default: 2
   disable_supervisors:
     description:
       - For O(stop_supervised), also keep each supervisor from starting its server again - C(systemctl disable UNIT)
@@ -381,6 +448,17 @@ EXAMPLES = r"""
     timeout: 600
   register: found
 
+- name: Stop the servers in one call - find, drain, stop through their supervisors, stop what is left, verify the GPUs
+  gpuops.host.sglang_server:
+    action: stop
+    record_path: /var/lib/gpuops/sglang/server.json
+    owners: [root, sglang]
+    timeout: 600
+    stop_timeout: 60
+    verify:
+      expected_count: 8
+  register: stopped
+
 - name: Wait for readiness, quoting the log if the server dies while loading
   gpuops.host.sglang_server:
     action: ready
@@ -404,9 +482,30 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+signalled:
+  description:
+    - V(stop) - whether the stop signalled anything (a supervised stop, or gpu_reap's escalation), in a failure too - from
+      the first signal on the old server is not untouched. Always false in check mode.
+  returned: action is stop
+  type: bool
+  sample: true
+reap:
+  description:
+    - V(stop) - the result of M(gpuops.host.gpu_reap) for what was left after the supervised stops - C(stopped) (each
+      process with the signals it got), C(would_stop) in check mode, C(protected), C(foreign), C(other_namespaces),
+      C(elapsed), and C(verify), the report of the wait until every GPU was clean - as that module returns them.
+  returned: action is stop and the stop got that far
+  type: dict
+  sample: {stopped: [{pid: 4200, signals: [SIGTERM]}], foreign: [], elapsed: 4.31, verify: {clean: true, count: 8}}
+settled:
+  description:
+    - V(stop) - what V(settle) returned, where a server had a parent that may start it again; null where none had.
+  returned: action is stop
+  type: dict
+  sample: {respawned: [], polls: 20, seconds: 2.0}
 servers:
   description: V(find) - the servers running now, by main process.
-  returned: action is find
+  returned: action is find or stop
   type: list
   elements: dict
   contains:
@@ -460,7 +559,7 @@ servers:
   sample: []
 elsewhere:
   description: V(find) - main processes of servers in another PID namespace or container, with the reason; not in RV(servers).
-  returned: action is find
+  returned: action is find or stop
   type: list
   elements: dict
   sample:
@@ -472,13 +571,13 @@ elsewhere:
       reason: "in another PID namespace (pid:[4026532712])"
 others:
   description: V(find) with O(owners) - other users' servers, left alone, each with C(pid), C(user), C(cmdline) and C(ports).
-  returned: action is find
+  returned: action is find or stop
   type: list
   elements: dict
   sample: [{pid: 7300, user: bob, cmdline: python3 -m sglang.launch_server --port 31000, ports: [31000]}]
 supervised_stops:
   description: V(find) with O(stop_supervised) - the servers stopped through their unit or container.
-  returned: action is find and stop_supervised
+  returned: action is find and stop_supervised, or stop
   type: list
   elements: dict
   sample:
@@ -494,7 +593,7 @@ comes_back:
     - V(find) - warnings about the servers that come back by themselves at the next boot or engine restart (an enabled
       unit that P(gpuops.host.sglang_launch#role) did not write, a container with restart policy C(always) or
       C(unless-stopped)), each with the command that disables it.
-  returned: action is find
+  returned: action is find or stop
   type: list
   elements: str
   sample:
@@ -511,7 +610,7 @@ gateways:
   description:
     - V(find) - the SGLang Model Gateways (PyPI C(sglang-router)) running beside the servers, never drained nor
       stopped by a server's stop (M(gpuops.host.gpu_reap) protects them, see its O(gpuops.host.gpu_reap#module:protect_gateways)).
-  returned: action is find
+  returned: action is find or stop
   type: list
   elements: dict
   contains:
@@ -546,12 +645,12 @@ gateways:
   sample: [{pid: 5100, start: 881234, user: sglang, cmdline: sglang::router, ports: [8000, 29000], colaunched: []}]
 recorded:
   description: V(find) - the entry of RV(servers) that is the recorded server, or null.
-  returned: action is find
+  returned: action is find or stop
   type: dict
   sample: {pid: 4200, url: "http://127.0.0.1:30000"}
 record:
   description: V(find) - the record read from O(record_path), empty when there is none.
-  returned: action is find
+  returned: action is find or stop
   type: dict
   sample: {marker: tuning-20260101T000000Z, pid: 4200}
 port:
@@ -649,7 +748,7 @@ drains:
   description:
     - V(find) with O(drain) - the drain of each server, in the order of RV(servers), each with the keys that
       V(drain) returns (RV(drained), RV(in_flight), RV(lost), ...) and the server's C(pid) and C(url).
-  returned: action is find and drain is true
+  returned: action is find and drain is true, or stop
   type: list
   elements: dict
   sample: [{pid: 4200, url: "http://127.0.0.1:30000", drained: true, in_flight: 0, lost: 0, source: loads}]
@@ -657,7 +756,7 @@ undrained:
   description:
     - V(find) with O(drain) - the servers sent nothing, neither drained nor given O(api_key), each with C(pid),
       C(user), C(url), C(reason) and C(strangers) (the processes outside its tree that hold its port).
-  returned: action is find and drain is true
+  returned: action is find and drain is true, or stop
   type: list
   elements: dict
   sample: [{pid: 5100, user: nobody, url: "http://127.0.0.1:4444", strangers: [],
@@ -796,10 +895,16 @@ mismatches:
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.gpuops.host.plugins.module_utils._nvml import PYNVML_IMPORT_ERROR
 from ansible_collections.gpuops.host.plugins.module_utils._procs import ProcFS
-from ansible_collections.gpuops.host.plugins.module_utils._sglang import ACTIONS, ActionFailed, Deps, perform, secrets_of
+from ansible_collections.gpuops.host.plugins.module_utils._reap import MissingLibrary, Run
+from ansible_collections.gpuops.host.plugins.module_utils._reap_options import argument_spec as reap_argument_spec
+from ansible_collections.gpuops.host.plugins.module_utils._sglang import (
+    ACTIONS, STOP_SETS, ActionFailed, Deps, perform, secrets_of,
+)
+from ansible_collections.gpuops.host.plugins.module_utils._verify import wait_argument_spec
 
 
 def main():
@@ -827,6 +932,10 @@ def main():
             owners=dict(type='list', elements='str', default=[]),
             stop_supervised=dict(type='bool', default=False),
             stop_timeout=dict(type='float', default=60),
+            reap=dict(type='dict', default={}, options=dict(
+                (k, v) for k, v in reap_argument_spec().items() if k not in STOP_SETS)),
+            verify=dict(type='dict', options=wait_argument_spec()),
+            settle=dict(type='float', default=2),
             disable_supervisors=dict(type='bool', default=False),
             stopped=dict(type='list', elements='dict', default=[]),
             default_url=dict(type='str', default='http://127.0.0.1:30000'),
@@ -864,10 +973,13 @@ def main():
     def run(argv, environ):
         return module.run_command(argv, environ_update=environ)
 
-    deps = Deps(ProcFS(), run, tmpdir=module.tmpdir, check_mode=module.check_mode, warn=module.warn,
-                self_pids=(os.getpid(), os.getppid()))
+    procfs = ProcFS()
+    deps = Deps(procfs, run, tmpdir=module.tmpdir, check_mode=module.check_mode, warn=module.warn,
+                self_pids=(os.getpid(), os.getppid()), reaping=lambda params: Run(params, procfs, os.getpid()))
     try:
         result = perform(p, deps)
+    except MissingLibrary as e:
+        module.fail_json(msg=missing_required_lib('nvidia-ml-py', reason=e.reason), exception=PYNVML_IMPORT_ERROR)
     except ActionFailed as e:
         module.fail_json(msg=e.msg, **e.result)
     module.exit_json(**dict({'changed': False}, **result))

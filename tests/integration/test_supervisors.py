@@ -57,4 +57,4 @@ def test_a_server_that_its_wrapper_starts_again_fails_the_stop_naming_the_wrappe
     assert "stop that process first (kill %d)" % wrapper in text
     # what it stopped: the first server, which is gone; the wrapper started another
     assert len(first) == 1 and first[0] not in node.main_pids(), run.output
-    assert "Stop the servers and clean the GPUs" in run.output
+    assert "Find, drain, stop through the supervisors, stop what is left, verify the GPUs" in run.output

@@ -14,6 +14,7 @@ import uuid
 import pytest
 
 from ansible_collections.gpuops.host.plugins.module_utils._reap_options import SGLANG_PATTERNS
+from ansible_collections.gpuops.host.plugins.module_utils import _reap as reap_run
 from ansible_collections.gpuops.host.plugins.modules import gpu_reap
 
 
@@ -72,7 +73,7 @@ def test_bad_input_fails_before_anything_is_read(run_module, args, message):
 
 
 def test_nvml_processes_without_nvidia_ml_py(run_module, monkeypatch):
-    monkeypatch.setattr(gpu_reap, 'HAS_PYNVML', False)
+    monkeypatch.setattr(reap_run, 'HAS_PYNVML', False)
     outcome, result, dummy = run_module(gpu_reap, {'nvml_processes': True})
     assert outcome == 'fail'
     assert 'Failed to import the required Python library (nvidia-ml-py)' in result['msg']
@@ -157,7 +158,7 @@ def test_verify_with_nvml_unreadable_fails_before_any_signal(run_module, node, m
 
 def test_verify_without_nvidia_ml_py(run_module, monkeypatch, marked):
     mark, parent, child = marked
-    monkeypatch.setattr(gpu_reap, 'HAS_PYNVML', False)
+    monkeypatch.setattr(reap_run, 'HAS_PYNVML', False)
     outcome, result, dummy = run_module(gpu_reap, {'environ': {'GPUOPS_TEST_MARK': '^%s$' % mark}, 'verify': {}})
     assert outcome == 'fail' and 'Failed to import the required Python library (nvidia-ml-py)' in result['msg']
     assert 'for verify' in result['msg'] and alive(parent.pid)
