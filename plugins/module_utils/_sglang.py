@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tempfile
 import time
 from urllib.parse import urlsplit
 
@@ -185,8 +186,27 @@ def render(p, deps):
     return _public(_rendered(p), [])
 
 
+def _run_python(p, deps, args):
+    """P['python'] with ARGS, on the host, or in a container of P['container']['image'] where that is set:
+    ``ENGINE run --rm --network none --entrypoint PYTHON``, with the module's private temporary directory (the
+    argument files of the check) mounted read-only at its own path and the environment in a 0600 file there."""
+    container = p.get('container') or {}
+    if not container.get('image'):
+        return deps.run([p['python']] + list(args), _environ(p))
+    fd, env_file = tempfile.mkstemp(prefix='sglang-env-', dir=deps.tmpdir)
+    try:
+        with os.fdopen(fd, 'w') as f:
+            f.write(''.join('%s=%s\n' % item for item in sorted(_environ(p).items())))
+        argv = [container.get('engine') or 'docker', 'run', '--rm', '--network', 'none', '--env-file', env_file,
+                '--volume', '%s:%s:ro' % (deps.tmpdir, deps.tmpdir)]
+        argv += list(container.get('options') or []) + ['--entrypoint', p['python'], container['image']] + list(args)
+        return deps.run(argv, None)
+    finally:
+        os.unlink(env_file)
+
+
 def release(p, deps):
-    rc, out, err = deps.run([p['python'], '-c', sargs.CHECK_PROGRAM, '--release-only'], _environ(p))
+    rc, out, err = _run_python(p, deps, ['-c', sargs.CHECK_PROGRAM, '--release-only'])
     try:
         found = json.loads((out or '').strip().splitlines()[0])
     except (ValueError, IndexError):
@@ -219,7 +239,7 @@ def check_args(p, deps):
     if out['hidden'] and '--config' not in argv:
         argv.extend(['--config', temp_file(sargs.dump_yaml(sargs.render_config(out['hidden'])))])
     try:
-        rc, stdout, stderr = deps.run([p['python'], '-c', sargs.CHECK_PROGRAM] + argv, _environ(p))
+        rc, stdout, stderr = _run_python(p, deps, ['-c', sargs.CHECK_PROGRAM] + argv)
     finally:
         for path in temp:
             os.unlink(path)
@@ -245,7 +265,6 @@ def check_args(p, deps):
 
 
 def _mkstemp(tmpdir):
-    import tempfile
     return tempfile.mkstemp(prefix='sglang-args-', suffix='.yaml', dir=tmpdir)
 
 

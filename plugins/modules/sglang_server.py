@@ -116,6 +116,29 @@ options:
     description: The interpreter that has SGLang installed; the first word of the rendered command line.
     type: path
     default: /usr/bin/python3
+  container:
+    description:
+      - Run V(release) and V(check_args) in a container of this image instead of on the host, for a server that runs
+        in one: C(ENGINE run --rm --network none --entrypoint PYTHON IMAGE), where PYTHON is O(python) inside the
+        image. The module's private temporary directory (the argument files the check reads, and the environment
+        in a file of mode 0600) is mounted read-only at its own path; nothing secret is on the engine's command line.
+      - The engine's client reaches its daemon through C(DOCKER_HOST) where that is set.
+    type: dict
+    suboptions:
+      engine:
+        description: The container engine's command line client.
+        type: str
+        choices: [docker, podman]
+        default: docker
+      image:
+        description: The image SGLang is installed in.
+        type: str
+        required: true
+      options:
+        description: More options of C(run) before the image, such as C(--volume) for directories of O(pythonpath).
+        type: list
+        elements: str
+        default: []
   pythonpath:
     description: Directories put on C(PYTHONPATH) for V(release) and V(check_args), as the server gets them.
     type: list
@@ -915,6 +938,10 @@ def main():
             api_key=dict(type='str', no_log=True),
             python=dict(type='path', default='/usr/bin/python3'),
             pythonpath=dict(type='list', elements='path', default=[]),
+            container=dict(type='dict', options=dict(
+                engine=dict(type='str', choices=['docker', 'podman'], default='docker'),
+                image=dict(type='str', required=True),
+                options=dict(type='list', elements='str', default=[]))),
             environment=dict(type='dict', default={}),
             secret_environment=dict(type='dict', default={}, no_log=True),
             entry_module=dict(type='str', default='sglang.launch_server'),

@@ -6,12 +6,16 @@
 
 from __future__ import annotations
 
+import json
+import os
+import secrets
 import time
 
 import pytest
 
 from gpusim import docker
 from gpusim.fleet import Request
+from gpusim.nvml import SIM_DIR
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not docker.available(), reason="make deps installs docker.io")]
 
@@ -22,6 +26,13 @@ def engine(node, monkeypatch):
         # the modules run in the node and ask the daemon that this test started
         monkeypatch.setenv("DOCKER_HOST", d.host)
         yield d
+
+
+def vars_file(path, values: dict) -> str:
+    fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(values, f)
+    return "@" + str(path)
 
 
 def wait_healthy(node, engine, name, timeout=90):
@@ -59,3 +70,63 @@ def test_a_team_container_is_drained_then_stopped_through_docker_and_stays_stopp
     assert "it exited on its own" in text
     assert ("the container team-sglang of the SGLang server") in text and "has restart policy unless-stopped" in text
     assert "docker update --restart=no team-sglang" in text
+
+
+# -- a server that the collection starts in a container --
+
+def test_an_extraction_server_launched_in_a_docker_container_passes_every_check_and_shows_no_secret(
+        node, fleet, engine, tmp_path):
+    node.serving()
+    token, api_key = "hf_" + secrets.token_hex(12), "sk-" + secrets.token_hex(12)
+    listed = "model-" + secrets.token_hex(8)
+    extra = vars_file(tmp_path / "container.json", {
+        "sglang_launch_supervisor": "docker",
+        "sglang_launch_image": docker.IMAGE,
+        # the image holds the stand-in through these mounts (gpusim.docker), the node's /dev/nvidia* among them; any
+        # GPU option keeps --gpus all out, which needs the NVIDIA Container Toolkit
+        "sglang_launch_container_volumes": docker.Dockerd.standin_volumes(node),
+        "sglang_launch_container_gpu_options": ["--device-cgroup-rule=c 195:* rmw"],
+        "sglang_launch_pythonpath": [node.sglang, SIM_DIR],
+        "sglang_launch_environment": dict(node.server_env, HF_TOKEN=token,
+                                          **docker.Dockerd.standin_environment(node)),
+        "sglang_launch_server_args": {"tp_size": 2, "enable_metrics": True, "api_key": api_key,
+                                      "served_model_name": listed},
+        "sglang_launch_secret_args": ["served_model_name"]})
+
+    run = fleet.playbook("restart_extraction.yml", "-e", extra)
+
+    assert run.rc == 0, run.output[-5000:]
+    record = node.record()
+    assert record["supervisor"] == "docker" and record["container"] == "gpuops-sglang-" + record["marker"]
+    info = engine.inspect(record["container"])
+    assert info["State"]["Pid"] == record["pid"] and info["HostConfig"]["RestartPolicy"]["Name"] == "no"
+    assert info["HostConfig"]["IpcMode"] == "host" and info["Config"]["User"] == "0:0"
+    # every post-check ran against the container's server: the dump directory in each scheduler's environment,
+    # the probe's own dump, GPU occupancy
+    text = run.words()
+    for task in ("Check that the main process and every scheduler see the dump directory",
+                 "Send a probe request with its own id and wait for its hidden-state dump",
+                 "Check that the server occupies its GPUs"):
+        assert "TASK [gpuops.host.sglang_launch : %s]" % task in run.output, task
+    assert [name for name in os.listdir(record["dump_dir"]) if name.startswith("hs_gpuops-probe-")]
+    assert min(node.used_mib()[:2]) > 0
+    # no secret in what the engine shows of the container, nor in any command line of the node
+    shown = engine.docker("inspect", record["container"]).stdout
+    cmdlines = "\n".join(" ".join(p["cmdline"]) for p in node.sandbox.procs())
+    for needle in (token, api_key, listed):
+        assert needle not in shown, needle
+        assert needle not in cmdlines, needle
+        assert needle not in run.output, needle
+    assert "TASK [gpuops.host.sglang_launch : Start the server in its container, as its user]" in run.output
+
+    again = fleet.playbook("restart_extraction.yml", "-e", extra)
+    assert again.rc == 0, again.output[-5000:]
+    assert node.record()["pid"] == record["pid"] and engine.inspect(record["container"])["State"]["Status"] == "running"
+    assert "unchanged" in again.summary()
+
+    stop = fleet.playbook("stop_sglang.yml", "-e", extra)
+    assert stop.rc == 0, stop.output[-5000:]
+    assert ("with docker stop --time 5 %s" % record["container"]) in stop.words(), stop.output[-3000:]
+    assert engine.inspect(record["container"])["State"]["Status"] == "exited"
+    assert node.used_mib() == [0, 0, 0, 0]
+    assert fleet.playbook("verify_gpus.yml").rc == 0

@@ -34,6 +34,8 @@ from gpusim.nvml import REPO_ROOT, SIM_DIR
 from gpusim.sandbox import VENV_PYTHON
 
 IMAGE = "gpuops-empty:latest"
+# where a container sees the node's /proc (the NVML double reads the host PIDs of its GPU processes there)
+OUTER_PROC = "/gpusim-node-proc"
 
 
 def available() -> bool:
@@ -106,26 +108,37 @@ class Dockerd:
         self.proc = None
         shutil.rmtree(self.root, ignore_errors=True)
 
+    @staticmethod
+    def standin_environment(node) -> dict:
+        """What the stand-in needs in a container of IMAGE beside the server's own environment: the node's state for
+        the NVML double, the double itself, the node's /proc at GPUSIM_HOST_PROC (see standin_volumes)."""
+        return dict(GPUSIM_STATE=node.sandbox.state_dir, LD_LIBRARY_PATH=nvml.lib_dir(), GPUSIM_HOST_PROC=OUTER_PROC,
+                    PYTHONPATH=":".join([node.sglang, SIM_DIR]), PATH="/usr/local/bin:/usr/bin:/bin")
+
+    @staticmethod
+    def standin_volumes(node) -> list:
+        """Mounts (SRC:DST[:OPTIONS]) that make IMAGE hold the stand-in: the host's /usr, /lib, /etc and the
+        stand-in's directories read-only, the node's state, its /proc, and its /dev/nvidia* files, as --gpus would
+        pass them (gpusim.sandbox: /dev/nvidia0..N-1 and the shared ones)."""
+        volumes = ["%s:%s:ro" % (path, path)
+                   for path in ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", REPO_ROOT, os.path.dirname(node.sglang),
+                                node.workdir)
+                   if os.path.exists(path)]
+        volumes += ["%s:%s" % (node.sandbox.state_dir, node.sandbox.state_dir), "/proc:%s:ro" % OUTER_PROC]
+        devices = ["nvidia%d" % i for i in range(node.sandbox.gpus)] + ["nvidiactl", "nvidia-uvm", "nvidia-uvm-tools",
+                                                                        "nvidia-modeset"]
+        return volumes + ["/dev/%s:/dev/%s" % (dev, dev) for dev in devices]
+
     def run_standin(self, node, name: str, args=(), restart: str = "no", env: dict = None) -> str:
         """The stand-in as `python -m sglang.launch_server` in a container NAME on the host network, serving on
         the node's port; the container's id."""
-        outer = "/gpusim-node-proc"
         environment = dict(standin.FAST_ENV, **node.server_env)
-        environment.update(GPUSIM_STATE=node.sandbox.state_dir, LD_LIBRARY_PATH=nvml.lib_dir(), GPUSIM_HOST_PROC=outer,
-                           PYTHONPATH=":".join([node.sglang, SIM_DIR]), PATH="/usr/local/bin:/usr/bin:/bin")
+        environment.update(self.standin_environment(node))
         environment.update(env or {})
         # as teams run it: `docker run ... python3 -m sglang.launch_server ...`, the server as the container's PID 1
         argv = ["run", "-d", "--name", name, "--network", "host", "--restart", restart]
-        for path in ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", REPO_ROOT, os.path.dirname(node.sglang),
-                     node.workdir):
-            if os.path.exists(path):
-                argv += ["-v", "%s:%s:ro" % (path, path)]
-        argv += ["-v", "%s:%s" % (node.sandbox.state_dir, node.sandbox.state_dir), "-v", "/proc:%s:ro" % outer]
-        # the node's device files (gpusim.sandbox: /dev/nvidia0..N-1 and the shared ones), as --gpus would pass them
-        devices = ["nvidia%d" % i for i in range(node.sandbox.gpus)] + ["nvidiactl", "nvidia-uvm", "nvidia-uvm-tools",
-                                                                        "nvidia-modeset"]
-        for dev in devices:
-            argv += ["-v", "/dev/%s:/dev/%s" % (dev, dev)]
+        for volume in self.standin_volumes(node):
+            argv += ["-v", volume]
         for key, value in sorted(environment.items()):
             argv += ["-e", "%s=%s" % (key, value)]
         argv += [IMAGE, VENV_PYTHON, "-m", "sglang.launch_server", "--model-path", node.model,
