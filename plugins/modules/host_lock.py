@@ -25,7 +25,7 @@ description:
   - A stale lock (older than O(max_age), or dated more than a minute in the future) is replaced in one step by
     the C(rename) system call and read back. Every reading and change happens under C(flock) on O(path), which the kernel
     drops when the module exits, so of two runs that race for one stale lock exactly one takes it.
-  - O(state=held) changes nothing: it checks that the lock file still names O(run), and fails naming the run that
+  - O(state=held) changes nothing; it checks that the lock file still names O(run), and fails naming the run that
     holds the lock now (or saying that nobody does) when it does not. A run that holds the lock longer than
     O(max_age) can lose it to another controller that breaks it as stale; checking right before each step that
     must not run twice at once (stopping a server, starting one) keeps such a run from acting on the host after
