@@ -6,6 +6,7 @@
     lock = HostLock("/run/gpuops")
     lock.acquire({"run": "20260101T000000Z-42", "playbook": "...", ...}, max_age=21600)
     ...
+    lock.check("20260101T000000Z-42")     # before each step that must run under the lock
     lock.release("20260101T000000Z-42")
 
 Every reading and change of the lock happens under flock(2) on the directory, held for the few
@@ -46,6 +47,20 @@ class LockHeld(Exception):
             "Another gpuops run holds the lock %s on this host: %s, taken %d s ago by this host's clock. Wait for it "
             "to finish; if that run is dead, remove %s, or wait until the lock is older than %d s (its max_age)."
             % (path, describe(owner), age, path, max_age))
+
+
+class LockLost(Exception):
+    """The run that took the lock no longer holds it: another run took it over, or it was removed."""
+
+    def __init__(self, path: str, run: str, owner, age):
+        self.path, self.run, self.owner, self.age = path, run, owner, age
+        if owner is None:
+            now = "nobody holds it now (the lock file was removed)"
+        else:
+            now = "it is now held by %s, taken %d s ago by this host's clock" % (describe(owner), age)
+        super().__init__(
+            "This run (%s) no longer holds the lock %s on this host: %s. Another controller may have broken the lock "
+            "as stale (its max_age); stopping before this run acts on the host again." % (run, path, now))
 
 
 def describe(owner: dict) -> str:
@@ -186,6 +201,16 @@ class HostLock:
             if now is None or now.get("run") != owner["run"]:
                 raise LockHeld(self.path, now or {}, self.age(now) if now else 0.0, max_age)
             return {"changed": True, "owner": now, "taken_over": current}
+
+    def check(self, run: str) -> dict:
+        """Raise LockLost unless run RUN still holds the lock. Returns changed (False) and owner (RUN's record)."""
+        if not check_directory(self.directory, self.uid):
+            raise LockLost(self.path, run, None, None)
+        with self._guard(shared=True):
+            current = self.read()
+        if current is None or current.get("run") != run:
+            raise LockLost(self.path, run, current, self.age(current) if current is not None else None)
+        return {"changed": False, "owner": current}
 
     def release(self, run: str, check_mode: bool = False) -> dict:
         """Remove the lock when run RUN holds it; leave another run's lock alone.

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: host_lock
-short_description: Take or release the per-host lock of a gpuops run
+short_description: Take, check or release the per-host lock of a gpuops run
 version_added: 0.2.0
 description:
   - Keeps two runs from acting on one host at once. The lock is the file C(lock.json) in O(path), a directory
@@ -25,6 +25,11 @@ description:
   - A stale lock (older than O(max_age), or dated more than a minute in the future) is replaced in one step by
     the C(rename) system call and read back. Every reading and change happens under C(flock) on O(path), which the kernel
     drops when the module exits, so of two runs that race for one stale lock exactly one takes it.
+  - O(state=held) changes nothing; it checks that the lock file still names O(run), and fails naming the run that
+    holds the lock now (or saying that nobody does) when it does not. A run that holds the lock longer than
+    O(max_age) can lose it to another controller that breaks it as stale; checking right before each step that
+    must not run twice at once (stopping a server, starting one) keeps such a run from acting on the host after
+    that.
   - O(state=absent) removes the lock only when O(run) holds it, so a run that failed to take the lock never
     releases another run's.
 author:
@@ -36,24 +41,31 @@ attributes:
     support: full
     details:
       - Reports whether the lock would be taken or released; neither takes nor removes a lock, nor creates O(path).
+        O(state=held) checks the lock as in a real run.
   diff_mode:
     support: none
   idempotent:
     support: full
     details:
-      - Taking a lock that O(run) already holds, or releasing one it does not hold, changes nothing.
+      - Taking a lock that O(run) already holds, or releasing one it does not hold, changes nothing; O(state=held)
+        never changes anything.
 options:
   path:
     description: Directory of the lock. It must not be writable or enterable by other users (mode 0700).
     type: path
     default: /run/gpuops
   state:
-    description: V(present) takes the lock for O(run); V(absent) releases it if O(run) holds it.
+    description:
+      - V(present) takes the lock for O(run).
+      - V(held) checks that O(run) still holds it and fails, naming the holder, when it does not.
+      - V(absent) releases it if O(run) holds it.
     type: str
-    choices: [present, absent]
+    choices: [present, held, absent]
     default: present
   run:
-    description: Name of the run that takes or releases the lock.
+    description:
+      - Name of the run that takes, checks or releases the lock; the token that the lock file names while this run
+        holds it, so it must be unique to the run (the gpuops playbooks use the UTC time and a random number).
     type: str
     required: true
   owner:
@@ -63,7 +75,9 @@ options:
     type: dict
     default: {}
   max_age:
-    description: Seconds after which a lock counts as stale, its run as dead, by the host's boot-time clock.
+    description:
+      - Seconds after which a lock counts as stale, its run as dead, by the host's boot-time clock.
+      - Not read by O(state=held) and O(state=absent).
     type: int
     default: 21600
 """
@@ -75,6 +89,11 @@ EXAMPLES = r"""
     owner:
       playbook: "{{ ansible_play_name }}"
       controller: "{{ lookup('ansible.builtin.pipe', 'hostname') }}"
+
+- name: Check, right before the server is stopped, that no other run has taken the lock over
+  gpuops.host.host_lock:
+    run: "{{ run_id }}"
+    state: held
 
 - name: Release it
   gpuops.host.host_lock:
@@ -90,8 +109,8 @@ lock:
   sample: /run/gpuops/lock.json
 owner:
   description:
-    - The record of the run that holds the lock after the call (O(state=present)), or of another run whose lock was
-      left in place (O(state=absent)); V(null) when no lock is left.
+    - The record of the run that holds the lock after the call (O(state=present), O(state=held)), or of another run
+      whose lock was left in place (O(state=absent)); V(null) when no lock is left.
     - C(run), the keys of O(owner), C(host_pid), C(taken) (seconds since the epoch, host clock) and C(taken_utc).
   returned: always
   type: dict
@@ -113,24 +132,31 @@ released:
   type: bool
   sample: true
 holder:
-  description: The record of the run that holds the lock, when the module fails because the lock is held.
+  description:
+    - The record of the run that holds the lock, when the module fails because the lock is held (O(state=present)) or
+      because another run holds it now (O(state=held)); V(null) when O(state=held) finds no lock at all.
   returned: failure
   type: dict
+  sample: {"run": "20260101T060100Z-77", "playbook": "Restart SGLang in serving mode", "controller": "ops-2",
+           "host_pid": 5151, "taken": 1767247260.0, "taken_utc": "2026-01-01T06:01:00Z"}
 age:
-  description: Age in seconds, by the host's clock, of the lock that is held, when the module fails because of it.
+  description:
+    - Age in seconds, by the host's clock, of the lock that is held, when the module fails because of it; V(null) when
+      O(state=held) finds no lock.
   returned: failure
   type: float
+  sample: 12.5
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.host.plugins.module_utils._lock import HostLock, LockError, LockHeld
+from ansible_collections.gpuops.host.plugins.module_utils._lock import HostLock, LockError, LockHeld, LockLost
 
 
 def argument_spec():
     return dict(
         path=dict(type='path', default='/run/gpuops'),
-        state=dict(type='str', choices=['present', 'absent'], default='present'),
+        state=dict(type='str', choices=['present', 'held', 'absent'], default='present'),
         run=dict(type='str', required=True),
         owner=dict(type='dict', default={}),
         max_age=dict(type='int', default=21600),
@@ -144,10 +170,14 @@ def main():
     try:
         if p['state'] == 'present':
             result = lock.acquire(dict(p['owner'], run=p['run']), p['max_age'], module.check_mode)
+        elif p['state'] == 'held':
+            result = lock.check(p['run'])
         else:
             result = lock.release(p['run'], module.check_mode)
     except LockHeld as e:
         module.fail_json(msg=str(e), lock=lock.path, holder=e.owner, age=round(e.age, 1))
+    except LockLost as e:
+        module.fail_json(msg=str(e), lock=lock.path, holder=e.owner, age=None if e.age is None else round(e.age, 1))
     except (LockError, OSError) as e:
         module.fail_json(msg="Cannot use the lock %s: %s" % (lock.path, e))
     module.exit_json(lock=lock.path, **result)

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from ansible_collections.gpuops.host.plugins.module_utils._lock import (
-    LOCK_FILE, HostLock, LockError, LockHeld, describe)
+    LOCK_FILE, HostLock, LockError, LockHeld, LockLost, describe)
 
 NOW = 1767225600.0
 OWNER = {'run': 'run-a', 'playbook': 'Restart SGLang in serving mode', 'user': 'alice', 'controller': 'bastion',
@@ -231,3 +231,34 @@ def test_the_record_carries_this_hosts_boot_id_and_boot_time_clock(directory):
     with open('/proc/sys/kernel/random/boot_id') as f:
         assert owner['boot_id'] == f.read().strip()
     assert 0 < owner['taken_boottime'] <= time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def test_check_passes_while_the_run_holds_the_lock(directory):
+    lock_at(directory).acquire(OWNER, max_age=60)
+    assert lock_at(directory, now=NOW + 5).check('run-a') == {'changed': False, 'owner': lock_at(directory).read()}
+
+
+def test_check_fails_naming_the_run_that_broke_the_lock_as_stale(directory):
+    lock_at(directory).acquire(OWNER, max_age=60)
+    lock_at(directory, now=NOW + 120, pid=200).acquire({'run': 'run-b', 'controller': 'ops-2'}, max_age=60)
+
+    with pytest.raises(LockLost) as e:
+        lock_at(directory, now=NOW + 130).check('run-a')
+
+    assert e.value.owner['run'] == 'run-b' and e.value.age == 10
+    assert str(e.value).startswith(
+        "This run (run-a) no longer holds the lock %s on this host: it is now held by run run-b from ops-2, taken 10 s "
+        "ago by this host's clock." % os.path.join(directory, LOCK_FILE))
+
+
+@pytest.mark.parametrize('remove', ['file', 'directory'])
+def test_check_fails_when_the_lock_is_gone(directory, remove):
+    lock_at(directory).acquire(OWNER, max_age=60)
+    os.unlink(os.path.join(directory, LOCK_FILE))
+    if remove == 'directory':
+        os.rmdir(directory)
+
+    with pytest.raises(LockLost) as e:
+        lock_at(directory).check('run-a')
+
+    assert e.value.owner is None and 'nobody holds it now (the lock file was removed)' in str(e.value)

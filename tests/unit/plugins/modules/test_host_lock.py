@@ -53,3 +53,17 @@ def test_a_stale_lock_is_taken_over(tmp_path, run_module):
     (path / 'lock.json').write_text(json.dumps({'run': 'dead', 'taken': 0}))
     outcome, result, dummy = run_module(host_lock, {'path': str(path), 'run': 'run-a', 'max_age': 60})
     assert outcome == 'exit' and result['taken_over']['run'] == 'dead' and result['owner']['run'] == 'run-a'
+
+
+def test_held_passes_for_the_holder_and_fails_naming_another(tmp_path, run_module):
+    path = tmp_path / 'gpuops'
+    path.mkdir(mode=0o700)
+    run_module(host_lock, {'path': str(path), 'run': 'run-a'})
+    outcome, result, dummy = run_module(host_lock, {'path': str(path), 'run': 'run-a', 'state': 'held'})
+    assert outcome == 'exit' and result['changed'] is False and result['owner']['run'] == 'run-a'
+
+    (path / 'lock.json').write_text(json.dumps({'run': 'run-b', 'controller': 'ops-2', 'taken': 0}))
+    outcome, result, dummy = run_module(host_lock, {'path': str(path), 'run': 'run-a', 'state': 'held'})
+    assert outcome == 'fail' and result['holder']['run'] == 'run-b'
+    assert result['msg'].startswith('This run (run-a) no longer holds the lock %s on this host: it is now held by '
+                                    'run run-b from ops-2' % (path / 'lock.json'))
