@@ -20,7 +20,9 @@ MOLECULE_SCENARIOS ?= faults default systemd tuning limit
 MOLECULE_JOBS ?= 2
 # The newest ansible release built on ansible-core 2.19; only containers.podman is taken from it.
 ANSIBLE_PACKAGE_VERSION ?= 12.3.0
-PODMAN_DEPS := podman runc debootstrap uidmap slirp4netns rsync
+# catatonit by name: podman's --init runs /usr/libexec/podman/catatonit, and podman only recommends "catatonit | tini |
+# dumb-init", which the tini that docker.io depends on (make deps) already satisfies.
+PODMAN_DEPS := podman catatonit runc debootstrap uidmap slirp4netns rsync
 COLLECTIONS := $(abspath $(BUILD))/collections
 PODMAN_COLLECTION := $(COLLECTIONS)/ansible_collections/containers/podman
 NODE_IMAGE_REF := $(BUILD)/sim/image/ref
