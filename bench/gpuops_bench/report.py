@@ -228,18 +228,16 @@ def _explain_stop(stop, overhead):
         after = pb["seconds"]["median"] - pb["gpus_clean_s"]["median"]
         text = ("stop_sglang.yml: %.2f s over the server's own exit, %.2f s more than the 1.0 s allowed. Before the "
                 "SIGTERM: %.2f s, of which ansible-playbook's start-up until its first task result %.2f s and %s "
-                "remote tasks before the stop's own (the host lock; finding and draining the servers, one call); after the "
-                "GPUs were free: "
-                "%.2f s for %s remote tasks (gpu_reap noticing the exit and verifying the GPUs, unlock) and the summary." % (
+                "remote tasks before the stop's own (the host lock); the stop itself is one call (sglang_server's stop: "
+                "find, drain, signal, wait for the exit, verify); after the GPUs were free: "
+                "%.2f s for %s remote tasks (the stop noticing the exit and verifying the GPUs, unlock) and the summary." % (
                     over, over - 1.0, pb["sigterm_s"]["median"], pb["first_task_s"]["median"],
                     _s(pb["remote_tasks_before_sigterm"]["median"], "", 0), after,
                     _s(pb["remote_tasks_after_free"]["median"], "", 0)))
         if call is not None:
             text += " A remote task costs about %.2f s here (measurement 'module overhead')." % call
-        text += (" The goal counts the playbook from its start, so its start-up and the tasks before the stop count "
-                 "against 1.0 s: what would close most of it is one module call that finds, drains, signals, waits "
-                 "for the exit and verifies, run as the only remote "
-                 "task between the lock and the unlock; ansible-playbook's own start-up (%.2f s here) stays." % (
+        text += (" The goal counts the playbook from its start, so ansible-playbook's own start-up (%.2f s here), "
+                 "the lock, the unlock and the summary count against 1.0 s beside the stop's one call." % (
                      pb["first_task_s"]["median"]))
         out.append(text)
     return out
