@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from contextlib import nullcontext
+from contextlib import ExitStack
 
 from ansible_collections.gpuops.host.plugins.module_utils._namespaces import Place
 from ansible_collections.gpuops.host.plugins.module_utils._nvml import HAS_PYNVML, Nvml, NvmlError, gpu_inventory, pynvml
@@ -241,7 +241,6 @@ class Run:
     """
 
     def __init__(self, params, procs, self_pid, sysfs_root='/sys'):
-        self.params = params
         self.procs = procs
         self.self_pid = self_pid
         self.place = Place(procs, self_pid)
@@ -255,21 +254,19 @@ class Run:
             raise MissingLibrary('for nvml_processes')
         self.warnings = list(self.check.warnings) if self.check is not None else []
         self._nvml = None
-        self._context = None
+        self._open = ExitStack()
 
     def __enter__(self):
-        self._context = Nvml() if self.check is not None else nullcontext()
-        self._nvml = self._context.__enter__()
-        if self.check is not None and self.check.wanted:
-            try:
-                self.check.check_selection(self._nvml.snapshot())
-            except BaseException:
-                self._context.__exit__(None, None, None)
-                raise
+        with ExitStack() as stack:
+            if self.check is not None:
+                self._nvml = stack.enter_context(Nvml())
+                if self.check.wanted:
+                    self.check.check_selection(self._nvml.snapshot())
+            self._open = stack.pop_all()
         return self
 
     def __exit__(self, *exc):
-        return self._context.__exit__(*exc)
+        return self._open.__exit__(*exc)
 
     def _gpus(self):
         """NVML's device numbers and process list: required for nvml_processes, else best effort."""
