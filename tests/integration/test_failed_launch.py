@@ -97,6 +97,34 @@ def test_opt_in_rollback_relaunches_the_previous_configuration_and_reports_both(
     assert node.main_pids() == [record["pid"]] and node.healthy()
 
 
+def test_a_rollback_to_an_extraction_run_dumps_into_a_fresh_directory_and_is_checked_in_full(node, fleet):
+    node.serving()
+    good = fleet.playbook("restart_extraction.yml")
+    assert good.rc == 0, good.output
+    previous = node.record()
+    earlier = dict((name, os.stat(os.path.join(previous["dump_dir"], name)).st_mtime_ns)
+                   for name in os.listdir(previous["dump_dir"]))
+    assert earlier
+
+    changed = dict(node.server_env, GPUOPS_TEST="a new configuration")
+    run = fleet.playbook("restart_extraction.yml", "-e", json.dumps({"sglang_launch_environment": changed,
+                                                                     "sglang_launch_gpus": [2, 3],
+                                                                     "sglang_launch_rollback": True}))
+
+    assert run.rc != 0
+    assert "The previous configuration (%s) was relaunched and passed its checks" % previous["marker"] in run.words(), \
+        run.output
+    record = node.record()
+    assert record["marker"] == previous["marker"] and record["pid"] != previous["pid"]
+    fresh = record["dump_dir"]
+    assert fresh.startswith(previous["dump_dir"] + "-rollback-") and os.path.isdir(fresh), fresh
+    # its checks ran again: every scheduler sees the fresh directory, and the probe's dump is there
+    assert node.environ(record["pid"])["SGLANG_HS_DUMP_DIR"] == fresh
+    assert any(name.startswith("hs_gpuops-probe-") for name in os.listdir(fresh)), os.listdir(fresh)
+    assert dict((name, os.stat(os.path.join(previous["dump_dir"], name)).st_mtime_ns)
+                for name in os.listdir(previous["dump_dir"])) == earlier, "the previous run's dumps were written to"
+
+
 def test_a_rollback_starts_the_previous_launch_with_its_own_config_file(node, fleet):
     pid = node.serving()
     # As an earlier release left it: the --config file beside the record, named by the record's command line.

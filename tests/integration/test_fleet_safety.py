@@ -248,7 +248,7 @@ def test_the_unit_escapes_every_value_and_passes_systemd_analyze_verify(tmp_path
     assert "EnvironmentFile=%s/runs/100%%%%/server.env" % tmp_path in content
     assert '"--served-model-name" "a \\"quoted\\" 100%% $$HOME \\\\ value"' in content
     assert "StandardOutput=append:%s/log 100%%%%.log" % tmp_path in content
-    assert "KillMode=mixed" in content and "UMask=0077" in content
+    assert "KillMode=mixed" in content and "UMask=0027" in content
     assert "TimeoutStopSec=75" in content  # the stop timeout of sglang_stop, one value for both supervisors
     assert content.splitlines()[0] == "# Managed by gpuops.host (sglang_launch); header"
     assert "\nUser=daemon\nGroup=daemon\n" in content

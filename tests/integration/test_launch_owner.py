@@ -7,13 +7,15 @@ of the interpreter, the model (a HuggingFace hub ID in the owner's cache) and th
 server is touched. Real ansible-playbook runs against a simulated GPU node.
 
 The node's sandbox has a mount namespace of its own, so the user exists inside it only: its /etc/passwd is a copy
-of the host's, with the user added, bound over /etc/passwd in that namespace alone."""
+of the host's, with the user added, bound over /etc/passwd in that namespace alone (and /etc/group, with a training
+group that reads the dumps)."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import stat
 import tempfile
 
 import pytest
@@ -23,6 +25,7 @@ from gpusim.fleet import Fleet, SimNode
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox needs root")]
 
 UID = 4242
+TRAINING, TRAINEE, OUTSIDER = 4300, 4301, 4302
 
 
 @pytest.fixture(scope="module")
@@ -36,13 +39,19 @@ def node():
             home = os.path.join(workdir, "home", "sglang")
             os.makedirs(home)
             os.chown(home, UID, UID)
-            with open("/etc/passwd") as f:
-                passwd = f.read()
-            copy = os.path.join(workdir, "passwd")
-            with open(copy, "w") as f:
-                f.write(passwd + "sglang:x:%d:%d:SGLang:%s:/usr/sbin/nologin\n" % (UID, UID, home))
-            os.chmod(copy, 0o644)
-            n.sandbox.run(["mount", "--bind", copy, "/etc/passwd"], check=True)
+            # the server's user; a colleague in the training group, which reads the dumps; a user outside it
+            users = {"passwd": ["sglang:x:%d:%d:SGLang:%s:/usr/sbin/nologin" % (UID, UID, home),
+                                "trainee:x:%d:%d::/nonexistent:/usr/sbin/nologin" % (TRAINEE, TRAINEE),
+                                "outsider:x:%d:%d::/nonexistent:/usr/sbin/nologin" % (OUTSIDER, OUTSIDER)],
+                     "group": ["training:x:%d:trainee" % TRAINING]}
+            for name, lines in users.items():
+                with open("/etc/" + name) as f:
+                    content = f.read()
+                copy = os.path.join(workdir, name)
+                with open(copy, "w") as f:
+                    f.write(content + "".join(line + "\n" for line in lines))
+                os.chmod(copy, 0o644)
+                n.sandbox.run(["mount", "--bind", copy, "/etc/" + name], check=True)
             n.home = home
             yield n
     finally:
@@ -79,6 +88,59 @@ def test_the_server_and_its_schedulers_run_as_the_owner_with_the_owner_s_cache(n
     assert env["PATH"].split(":")[0] == os.path.dirname(node.host_vars()["sglang_launch_python"])
     dump_dir = node.record()["dump_dir"]
     assert os.stat(dump_dir).st_uid == UID and os.listdir(dump_dir), dump_dir
+
+
+def as_user(node, uid, argv):
+    """ARGV run in the node as UID, with that user's groups."""
+    return node.sandbox.run(["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--init-groups", "--"] + argv,
+                            capture_output=True, text=True)
+
+
+def test_the_training_group_reads_the_dumps_and_nobody_else_does(node, fleet):
+    node.serving()
+
+    run = fleet.playbook("restart_extraction.yml", "-e", "sglang_launch_dump_group=training")
+
+    assert run.rc == 0, run.output
+    dump_dir = node.record()["dump_dir"]
+    st = os.stat(dump_dir)
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (UID, TRAINING, 0o2750)
+    files = sorted(os.listdir(dump_dir))
+    dump = os.path.join(dump_dir, next(f for f in files if f.endswith(".pt")))
+    for name in files:
+        st = os.stat(os.path.join(dump_dir, name))
+        assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (UID, TRAINING, 0o640), name
+    with open(dump, "rb") as f:
+        content = f.read()
+    read = as_user(node, TRAINEE, ["python3", "-c", "import sys; sys.stdout.write(open(sys.argv[1], 'rb').read().hex())",
+                                   dump])
+    assert read.returncode == 0 and read.stdout == content.hex(), read.stderr
+    refused = as_user(node, OUTSIDER, ["cat", "--", dump])
+    assert refused.returncode != 0 and "Permission denied" in refused.stderr
+
+
+def test_a_link_that_the_server_s_user_plants_at_the_run_directory_is_refused_and_its_target_untouched(
+        node, fleet, tmp_path):
+    pid = node.serving()
+    root = os.path.join(os.path.dirname(node.workdir), "dumps-of-sglang")
+    os.makedirs(root, exist_ok=True)
+    os.chown(root, UID, UID)               # a dump root of the server's user is allowed
+    target = os.path.join(os.path.dirname(node.workdir), "root-only")
+    os.makedirs(target, mode=0o700, exist_ok=True)
+    planted = as_user(node, UID, ["ln", "-s", target, os.path.join(root, "planted-run")])
+    assert planted.returncode == 0, planted.stderr
+
+    run = fleet.playbook("restart_extraction.yml", "-e", json.dumps(
+        {"sglang_launch_dump_root": root, "sglang_launch_run_name": "planted-run"}))
+
+    assert run.rc != 0
+    text = " ".join(run.output.split())
+    assert ("%s/planted-run already exists (a symbolic link to %s, owned by UID %d)" % (root, target, UID)
+            in text), run.output
+    assert "Refusing before the running server is touched" in text
+    st = os.stat(target)
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, 0, 0o700) and os.listdir(target) == []
+    assert node.main_pids() == [pid]
 
 
 def test_an_unset_interpreter_is_refused_before_the_server_is_touched(node, fleet):

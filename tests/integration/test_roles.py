@@ -101,7 +101,8 @@ REFUSALS = {
                  "error: unrecognized arguments: --enable-cuda-graph"),
     "missing patch": ([], "does not carry the hidden-state dump patch"),
     "existing run directory": (["-e", "sglang_launch_run_name=earlier-run"],
-                               "/earlier-run already exists; earlier dumps are never overwritten"),
+                               "/earlier-run already exists (a directory owned by UID 0, mode 0755); earlier dumps "
+                               "are never overwritten or deleted, and no link is followed"),
 }
 
 
@@ -132,7 +133,7 @@ def test_full_disk_on_a_small_tmpfs_is_refused(node, fleet):
     pid = node.serving()
     small = os.path.join(node.workdir, "small-dumps")
     os.makedirs(small, exist_ok=True)
-    node.sandbox.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", small], check=True)
+    node.sandbox.run(["mount", "-t", "tmpfs", "-o", "size=16m,mode=0755", "tmpfs", small], check=True)
     try:
         run = fleet.playbook("restart_extraction.yml", "-e", json.dumps(
             {"sglang_launch_dump_root": small, "sglang_launch_dump_min_free_gb": 1}))
@@ -188,7 +189,7 @@ def test_a_run_name_whose_attempt_ended_at_the_drain_can_be_tried_again(node, fl
         refused.output
     assert_untouched(node, pid)
     run_dir = os.path.join(node.dump_root, "retry-run")
-    assert os.listdir(run_dir) == [], "made before the stop, and left empty"
+    assert not os.path.lexists(run_dir), "made before the stop, empty, and removed again"
 
     again = fleet.playbook("restart_extraction.yml", *named, "-e", "sglang_stop_drain_timeout=1",
                            "-e", "sglang_stop_force=true")
