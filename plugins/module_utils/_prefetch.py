@@ -170,13 +170,23 @@ def open_regular(path):
 class Prefetcher:
     """Plans and runs the reading of model files into the page cache."""
 
-    def __init__(self, cache=None, meminfo=read_meminfo, clock=time.monotonic, sleep=time.sleep, opener=None):
+    def __init__(self, cache=None, meminfo=read_meminfo, clock=time.monotonic, sleep=time.sleep, opener=None,
+                 timeout=0):
         self.cache = cache if cache is not None else PageCache()
         self.meminfo = meminfo
         self.clock = clock
         self.sleep = sleep
         self.opener = opener or open_regular
         self.skipped = []
+        self.timeout = timeout
+        self.started = clock()
+
+    def _check_time(self, doing, result=None):
+        """Raise a PrefetchError once TIMEOUT seconds (0: no bound) have passed since the prefetcher was made."""
+        elapsed = self.clock() - self.started
+        if self.timeout and elapsed >= self.timeout:
+            raise PrefetchError('Stopped prefetching %s, after %.1f s, its timeout (%s s)' % (doing, elapsed, self.timeout),
+                                result() if result else None)
 
     def _open(self, path):
         """The file PATH through the opener, or None (and an entry in .skipped) when it cannot be opened."""
@@ -191,6 +201,7 @@ class Prefetcher:
         opened as a regular file is left out, in .skipped."""
         plan = []
         for path, size in files:
+            self._check_time('while finding what is in memory, at %s' % path)
             ranges = []
             if size:
                 f = self._open(path)
@@ -236,6 +247,9 @@ class Prefetcher:
                     f.seek(offset)
                     left = length
                     while left > 0:
+                        self._check_time('at %s, %s MiB of %s MiB read' % (entry['path'], mib(done), mib(total)),
+                                         lambda: summarize(plan, done, self.clock() - start, before,
+                                                           available_bytes(self.meminfo)))
                         if done >= next_check:
                             next_check = done + WINDOW
                             available = available_bytes(self.meminfo)
@@ -276,11 +290,12 @@ def summarize(plan, bytes_read, seconds, available_before, available_after):
     }
 
 
-def prefetch(path, patterns, recurse, bandwidth_mib, min_available_mib, check_mode, prefetcher=None):
-    """What model_prefetch does: plan, then (unless CHECK_MODE) read. Returns the result dict with 'changed'."""
-    prefetcher = prefetcher or Prefetcher()
-    if bandwidth_mib < 0 or min_available_mib < 0:
-        raise PrefetchError('bandwidth_mib and min_available_mib must not be negative')
+def prefetch(path, patterns, recurse, bandwidth_mib, min_available_mib, check_mode, prefetcher=None, timeout=0):
+    """What model_prefetch does: plan, then (unless CHECK_MODE) read, within TIMEOUT seconds (0: no bound).
+    Returns the result dict with 'changed'."""
+    if bandwidth_mib < 0 or min_available_mib < 0 or timeout < 0:
+        raise PrefetchError('bandwidth_mib, min_available_mib and timeout must not be negative')
+    prefetcher = prefetcher or Prefetcher(timeout=timeout)
     files = find_files(path, patterns, recurse)
     if not files:
         raise PrefetchError('no file under %s matches %s' % (path, ', '.join(patterns)))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import tempfile
 import time
 from urllib.parse import urlsplit
@@ -186,20 +187,27 @@ def render(p, deps):
     return _public(_rendered(p), [])
 
 
+# The container's shell reads the environment from the 0600 file: an engine's --env-file or -e would copy every
+# value, secrets included, into what ``inspect`` shows while the check runs.
+_SOURCE_ENV = 'set -a; . "$0"; set +a; exec "$@"'
+
+
 def _run_python(p, deps, args):
     """P['python'] with ARGS, on the host, or in a container of P['container']['image'] where that is set:
-    ``ENGINE run --rm --network none --entrypoint PYTHON``, with the module's private temporary directory (the
-    argument files of the check) mounted read-only at its own path and the environment in a 0600 file there."""
+    ``ENGINE run --rm --network none --entrypoint /bin/sh IMAGE -c ... ENV_FILE PYTHON ARGS``, with the module's
+    private temporary directory (the argument files of the check) mounted read-only at its own path and the
+    environment in a 0600 file there, in shell syntax, which the container's shell reads."""
     container = p.get('container') or {}
     if not container.get('image'):
         return deps.run([p['python']] + list(args), _environ(p))
     fd, env_file = tempfile.mkstemp(prefix='sglang-env-', dir=deps.tmpdir)
     try:
         with os.fdopen(fd, 'w') as f:
-            f.write(''.join('%s=%s\n' % item for item in sorted(_environ(p).items())))
-        argv = [container.get('engine') or 'docker', 'run', '--rm', '--network', 'none', '--env-file', env_file,
+            f.write(''.join('%s=%s\n' % (k, shlex.quote(v)) for k, v in sorted(_environ(p).items())))
+        argv = [container.get('engine') or 'docker', 'run', '--rm', '--network', 'none',
                 '--volume', '%s:%s:ro' % (deps.tmpdir, deps.tmpdir)]
-        argv += list(container.get('options') or []) + ['--entrypoint', p['python'], container['image']] + list(args)
+        argv += list(container.get('options') or []) + ['--entrypoint', '/bin/sh', container['image'],
+                                                        '-c', _SOURCE_ENV, env_file, p['python']] + list(args)
         return deps.run(argv, None)
     finally:
         os.unlink(env_file)

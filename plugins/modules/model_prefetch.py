@@ -56,6 +56,15 @@ options:
         below it.
     type: float
     default: 4096
+  timeout:
+    description:
+      - Seconds after which the prefetch stops, with an error that says how far it got; V(0) for no bound.
+      - Checked before each file's look at the page cache and before each read of at most 8 MiB. A file is opened
+        with C(O_NONBLOCK) and read only when C(fstat) shows a regular file, so a FIFO or a device swapped in for a
+        model file is skipped at once, never waited for; a read that the kernel blocks (a hung network file
+        system) is not interrupted.
+    type: float
+    default: 900
 attributes:
   check_mode:
     support: full
@@ -169,13 +178,14 @@ def main():
             recurse=dict(type='bool', default=True),
             bandwidth_mib=dict(type='float', default=0),
             min_available_mib=dict(type='float', default=4096),
+            timeout=dict(type='float', default=900),
         ),
         supports_check_mode=True,
     )
     p = module.params
     try:
         result = prefetch(p['path'], p['patterns'], p['recurse'], p['bandwidth_mib'], p['min_available_mib'],
-                          module.check_mode)
+                          module.check_mode, timeout=p['timeout'])
     except PrefetchError as e:
         module.fail_json(msg=str(e), **e.result)
     except OSError as e:

@@ -119,9 +119,11 @@ options:
   container:
     description:
       - Run V(release) and V(check_args) in a container of this image instead of on the host, for a server that runs
-        in one - C(ENGINE run --rm --network none --entrypoint PYTHON IMAGE), where PYTHON is O(python) inside the
-        image. The module's private temporary directory (the argument files the check reads, and the environment
-        in a file of mode 0600) is mounted read-only at its own path; nothing secret is on the engine's command line.
+        in one - C(ENGINE run --rm --network none --entrypoint /bin/sh IMAGE -c ... ENV_FILE PYTHON ...), where
+        PYTHON is O(python) inside the image. The module's private temporary directory (the argument files the check
+        reads, and the environment in a file of mode 0600) is mounted read-only at its own path, and the container's
+        shell reads the environment from that file; nothing secret is on the engine's command line or in what the
+        engine's C(inspect) shows (C(--env-file) and C(-e) would copy every value there).
       - The engine's client reaches its daemon through C(DOCKER_HOST) where that is set.
     type: dict
     suboptions:

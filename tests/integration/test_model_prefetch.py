@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -93,9 +94,11 @@ PLAYBOOK = """
 """
 
 EVICT = """
-import os, sys
+import os, stat, sys
 for root, dirs, names in os.walk(sys.argv[1]):
     for name in names:
+        if not stat.S_ISREG(os.lstat(os.path.join(root, name)).st_mode):
+            continue
         fd = os.open(os.path.join(root, name), os.O_RDONLY)
         os.fsync(fd)
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
@@ -105,8 +108,8 @@ for root, dirs, names in os.walk(sys.argv[1]):
 
 def resident_bytes(path):
     """Bytes of PATH in memory, read through mincore() by the module's own reader."""
-    path = os.path.join(REPO_ROOT, "plugins", "module_utils", "_prefetch.py")
-    spec = importlib.util.spec_from_file_location("_prefetch", path)
+    spec = importlib.util.spec_from_file_location(
+        "_prefetch", os.path.join(REPO_ROOT, "plugins", "module_utils", "_prefetch.py"))
     prefetch = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(prefetch)
     size = os.path.getsize(path)
@@ -137,6 +140,80 @@ def test_prefetch_five_ways_and_refusal(tmp_path):
                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, check=False)
     assert out.returncode == 0, out.stdout
     assert "ok=7" in out.stdout and "failed=0" in out.stdout, out.stdout
+
+
+BOUNDED = """
+- name: Prefetch within a time bound
+  hosts: node
+  gather_facts: false
+  tasks:
+    - name: Read the model at 16 MiB/s within 60 s
+      gpuops.host.model_prefetch:
+        path: "{{ model }}"
+        bandwidth_mib: 16
+        min_available_mib: 64
+        timeout: 60
+      register: bounded
+
+    - name: Evict the model's pages again
+      ansible.builtin.command: "{{ ansible_python_interpreter }} {{ evict }} {{ model }}"
+      changed_when: true
+
+    - name: Read it at 16 MiB/s within half a second
+      gpuops.host.model_prefetch:
+        path: "{{ model }}"
+        bandwidth_mib: 16
+        min_available_mib: 64
+        timeout: 0.5
+      register: cut
+      failed_when: false
+
+    - name: Show both
+      ansible.builtin.debug:
+        msg: "{{ {'bounded': bounded, 'cut': cut} | to_json }}"
+"""
+
+
+def test_a_fifo_swapped_in_while_reading_is_skipped_and_the_reads_stop_at_the_timeout(tmp_path):
+    """A model directory that a user can write: a shard replaced by a FIFO after the plan is skipped at once (never
+    waited for), and a prefetch slower than its timeout stops there, saying how far it got."""
+    model = standin.make_model_dir(str(tmp_path / "model"), weights_mib=48, shards=2)
+    first, second = sorted(os.path.join(model, n) for n in os.listdir(model) if n.endswith(".safetensors"))
+    evict = tmp_path / "evict.py"
+    evict.write_text(EVICT)
+    subprocess.run([sys.executable, str(evict), model], check=True)
+    if resident_bytes(first) > os.path.getsize(first) // 2:
+        pytest.skip("%s keeps file pages in memory (tmpfs): eviction cannot be observed" % tmp_path)
+    (tmp_path / "play.yml").write_text(BOUNDED)
+    (tmp_path / "inventory.ini").write_text("node ansible_connection=local ansible_python_interpreter=%s\n"
+                                            % sys.executable)
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections_path(), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_LOCALHOST_WARNING="0")
+    play = subprocess.Popen([os.path.join(BIN, "ansible-playbook"), "-i", str(tmp_path / "inventory.ini"),
+                             str(tmp_path / "play.yml"), "-e", json.dumps({"model": model, "evict": str(evict)})],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        # the first shard's pages come back: the plan is made and the reads have begun
+        deadline = time.monotonic() + 60
+        while resident_bytes(first) < 4 * MIB:
+            assert time.monotonic() < deadline and play.poll() is None, "the prefetch never began reading"
+            time.sleep(0.05)
+        os.unlink(second)
+        os.mkfifo(second)
+        out, dummy = play.communicate(timeout=120)
+    finally:
+        if play.poll() is None:
+            play.kill()
+    assert play.returncode == 0, out
+    shown = json.loads(re.search(r'"msg": "(\{.*\})"', out).group(1).encode().decode("unicode_escape"))
+    bounded, cut = shown["bounded"], shown["cut"]
+    # planned while it was a shard, skipped when the reads came to it
+    assert [(f["path"], f["read"] > 0) for f in bounded["files"]] == [(first, True), (second, False)], bounded
+    assert bounded["skipped"] == [{"path": second, "reason": "not a regular file (it changed since it was listed)"}]
+    assert bounded["seconds"] < 10, bounded
+    assert re.match(r"^Stopped prefetching at %s, [0-9.]+ MiB of [0-9.]+ MiB read, after 0\.[5-9] s, "
+                    r"its timeout \(0\.5 s\)$" % re.escape(first), cut["msg"]), cut["msg"]
+    assert 0 < cut["bytes_read"] < cut["bytes_to_read"]
 
 
 def test_restart_prefetches_the_model_before_the_old_server_is_stopped(tmp_path):

@@ -61,7 +61,7 @@ class Clock:
         self.now += seconds
 
 
-def prefetcher(sizes, available_mib=(64 * 1024,), cache=None):
+def prefetcher(sizes, available_mib=(64 * 1024,), cache=None, timeout=0):
     """A Prefetcher over fake files of SIZES (path -> bytes); MemAvailable answers AVAILABLE_MIB in turn."""
     cache = cache or FakeCache()
     clock = Clock()
@@ -72,7 +72,7 @@ def prefetcher(sizes, available_mib=(64 * 1024,), cache=None):
         return {'MemTotal': 128 * 1024 * MIB, 'MemAvailable': int(value * MIB)}
 
     p = Prefetcher(cache=cache, meminfo=meminfo, clock=clock, sleep=clock.sleep,
-                   opener=lambda path: FakeFile(cache, path, sizes[path]))
+                   opener=lambda path: FakeFile(cache, path, sizes[path]), timeout=timeout)
     return p, cache, clock
 
 
@@ -136,6 +136,31 @@ def test_bandwidth_cap_paces_the_reads():
     assert result['seconds'] == pytest.approx(2.0)      # 100 MiB at 50 MiB/s on a clock that only sleeps move
     assert result['mib_per_second'] == pytest.approx(50.0)
     assert len(clock.sleeps) == 100 // 8 + 1             # one pause after each 8 MiB read
+
+
+def test_the_reads_stop_at_the_timeout_saying_how_far_they_got():
+    sizes = {'/m/a': 100 * MIB}
+    p, cache, clock = prefetcher(sizes, timeout=1.0)
+    with pytest.raises(PrefetchError) as e:
+        p.run(p.plan(list(sizes.items())), bandwidth=50 * MIB, min_available=0)   # 2 s of reads
+    assert str(e.value) == 'Stopped prefetching at /m/a, 56.0 MiB of 100.0 MiB read, after 1.1 s, its timeout (1.0 s)'
+    assert e.value.result['bytes_read'] == 56 * MIB and e.value.result['seconds'] == pytest.approx(1.12)
+
+
+def test_the_look_at_the_page_cache_stops_at_the_timeout_too():
+    sizes = dict(('/m/%d' % i, MIB) for i in range(5))
+    p, cache, clock = prefetcher(sizes, timeout=2.0)
+    clock.now += 2.5
+    with pytest.raises(PrefetchError, match=r'^Stopped prefetching while finding what is in memory, at /m/0, '
+                                            r'after 2.5 s, its timeout \(2.0 s\)$'):
+        p.plan(sorted(sizes.items()))
+
+
+def test_no_timeout_means_no_bound():
+    sizes = {'/m/a': 100 * MIB}
+    p, cache, clock = prefetcher(sizes, timeout=0)
+    clock.now += 1e6
+    assert p.run(p.plan(list(sizes.items())), bandwidth=0, min_available=0)['bytes_read'] == 100 * MIB
 
 
 def test_refuses_before_reading_when_memory_would_run_short():
