@@ -8,7 +8,9 @@ stand-in at TP=2 as `python -m sglang.launch_server`, `--restart unless-stopped`
 round stops it twice, in alternating order, starting the container again (`docker start`) and
 waiting for /health in between: `docker stop --time 60 team-sglang` alone, and
 `ansible-playbook playbooks/stop_sglang.yml` (bench/ansible.cfg, role defaults). Over = the
-playbook's wall time less `docker stop` alone's.
+playbook's wall time less `docker stop` alone's. After each stop, with the GPUs clean, the frame that
+every gpuops playbook shares is timed too: `playbooks/verify_gpus.yml` is ansible-playbook's start,
+the host lock, one module call (gpu_verify), the unlock and the summary.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ DEFINITION = (
     "a team's SGLang (the stand-in at TP=2) in a Docker container with --restart unless-stopped, host network, on a "
     "4-GPU node with a real Docker daemon: wall time of `docker stop --time 60` alone, and of "
     "`ansible-playbook playbooks/stop_sglang.yml` (bench/ansible.cfg, role defaults), which drains the server, "
-    "stops it through `docker stop`, and verifies the GPUs; alternating, the container started again between.")
+    "stops it through `docker stop`, and verifies the GPUs; alternating, the container started again between. "
+    "After each stop, `ansible-playbook playbooks/verify_gpus.yml` on the clean node: the frame of every gpuops "
+    "playbook (start, host lock, one module call, unlock, summary) around a call that returns at once.")
 
 
 def _healthy(node, timeout=120):
@@ -43,6 +47,7 @@ def run(rounds):
         raise RuntimeError("dockerd is not installed (make deps installs docker.io)")
     ansible = Ansible(RECOMMENDED_CFG)
     samples = {"docker stop": [], "stop_sglang.yml": []}
+    frame = []
     workdir = os.path.join(WORK, "nodes", "supervised")
     with SimNode(os.path.join(workdir, "node"), gpus=4, name="node") as node:
         with docker.Dockerd(node.sandbox) as engine:
@@ -50,6 +55,7 @@ def run(rounds):
             _healthy(node)
             fleet = Fleet(workdir, [node], sglang_stop_term_timeout=60)
             playbook = os.path.join(REPO, "playbooks", "stop_sglang.yml")
+            verify = os.path.join(REPO, "playbooks", "verify_gpus.yml")
             for r in range(rounds):
                 order = list(samples) if r % 2 == 0 else list(reversed(list(samples)))
                 for method in order:
@@ -63,12 +69,17 @@ def run(rounds):
                             raise RuntimeError("stop_sglang.yml failed:\n" + out.stdout[-3000:])
                     samples[method].append(wall)
                     log("supervised %-16s %.2f s" % (method, wall))
+                    wall, out = ansible.playbook(fleet.inventory, verify)
+                    if out.returncode != 0:
+                        raise RuntimeError("verify_gpus.yml failed:\n" + out.stdout[-3000:])
+                    frame.append(wall)
+                    log("supervised %-16s %.2f s" % ("verify_gpus.yml", wall))
                     engine.docker("start", NAME)
                     _healthy(node)
     a, b = summary(samples["docker stop"]), summary(samples["stop_sglang.yml"])
     over = [p - d for d, p in zip(samples["docker stop"], samples["stop_sglang.yml"])]
     return {"definition": DEFINITION, "rounds": rounds, "docker_stop_s": a, "stop_sglang_s": b,
-            "over_s": summary(over), "goal_s": GOAL_S,
+            "over_s": summary(over), "frame_s": summary(frame), "goal_s": GOAL_S,
             "met": summary(over)["median"] is not None and summary(over)["median"] <= GOAL_S}
 
 
@@ -82,8 +93,11 @@ def goals(result):
 def markdown(result):
     def cell(s):
         return "%.2f (%.2f-%.2f)" % (s["median"], s["min"], s["max"])
-    return ["## Stop through a container engine", "", result["definition"], "",
+    rows = ["## Stop through a container engine", "", result["definition"], "",
             "| Method | Wall (s) |", "|---|---|",
             "| docker stop --time 60 alone | %s |" % cell(result["docker_stop_s"]),
             "| playbooks/stop_sglang.yml | %s |" % cell(result["stop_sglang_s"]),
-            "| over docker stop alone | %s |" % cell(result["over_s"]), ""]
+            "| over docker stop alone | %s |" % cell(result["over_s"])]
+    if result.get("frame_s"):
+        rows.append("| playbooks/verify_gpus.yml on the clean node (the frame) | %s |" % cell(result["frame_s"]))
+    return rows + [""]

@@ -130,3 +130,40 @@ def test_an_extraction_server_launched_in_a_docker_container_passes_every_check_
     assert engine.inspect(record["container"])["State"]["Status"] == "exited"
     assert node.used_mib() == [0, 0, 0, 0]
     assert fleet.playbook("verify_gpus.yml").rc == 0
+
+
+def test_a_rollback_in_a_container_starts_the_previous_configuration_again_and_checks_it(node, fleet, engine, tmp_path):
+    node.serving()
+    settings = {
+        "sglang_launch_supervisor": "docker",
+        "sglang_launch_image": docker.IMAGE,
+        "sglang_launch_container_volumes": docker.Dockerd.standin_volumes(node),
+        "sglang_launch_container_gpu_options": ["--device-cgroup-rule=c 195:* rmw"],
+        "sglang_launch_pythonpath": [node.sglang, SIM_DIR],
+        "sglang_launch_environment": dict(node.server_env, **docker.Dockerd.standin_environment(node)),
+        "sglang_launch_server_args": {"tp_size": 2, "enable_metrics": True}}
+    good = fleet.playbook("restart_extraction.yml", "-e", vars_file(tmp_path / "good.json", settings))
+    assert good.rc == 0, good.output[-5000:]
+    previous = node.record()
+
+    # a new configuration that comes up on the wrong GPUs, with the rollback asked for
+    failing = dict(settings, sglang_launch_gpus=[2, 3], sglang_launch_rollback=True,
+                   sglang_launch_environment=dict(settings["sglang_launch_environment"], GPUOPS_TEST="new"))
+    run = fleet.playbook("restart_extraction.yml", "-e", vars_file(tmp_path / "failing.json", failing))
+
+    assert run.rc != 0
+    assert ("The previous configuration (%s) was relaunched and passed its checks" % previous["marker"]
+            in run.words()), run.output[-5000:]
+    record = node.record()
+    assert record["marker"] == previous["marker"] and record["container"] == previous["container"]
+    info = engine.inspect(record["container"])
+    assert info["State"]["Status"] == "running" and info["State"]["Pid"] == record["pid"] != previous["pid"]
+    # into a fresh run directory, with the probe's own dump there: the rollback's checks ran in the container too
+    assert record["dump_dir"].startswith(previous["dump_dir"] + "-rollback-")
+    assert [name for name in os.listdir(record["dump_dir"]) if name.startswith("hs_gpuops-probe-")]
+    assert node.environ(record["pid"])["SGLANG_HS_DUMP_DIR"] == record["dump_dir"]
+    assert min(node.used_mib()[:2]) > 0 and max(node.used_mib()[2:]) == 0
+
+    stop = fleet.playbook("stop_sglang.yml", "-e", vars_file(tmp_path / "good.json", settings))
+    assert stop.rc == 0, stop.output[-5000:]
+    assert node.used_mib() == [0, 0, 0, 0]
