@@ -61,10 +61,10 @@ def run(rounds):
                 for method in order:
                     if method == "docker stop":
                         start = time.monotonic()
-                        engine.docker("stop", "--time", "60", NAME)
+                        engine.cli("stop", "--time", "60", NAME)
                         wall = time.monotonic() - start
                     else:
-                        wall, out = ansible.playbook(fleet.inventory, playbook, env={"DOCKER_HOST": engine.host})
+                        wall, out = ansible.playbook(fleet.inventory, playbook, env=engine.variables())
                         if out.returncode != 0:
                             raise RuntimeError("stop_sglang.yml failed:\n" + out.stdout[-3000:])
                     samples[method].append(wall)
@@ -74,7 +74,7 @@ def run(rounds):
                         raise RuntimeError("verify_gpus.yml failed:\n" + out.stdout[-3000:])
                     frame.append(wall)
                     log("supervised %-16s %.2f s" % ("verify_gpus.yml", wall))
-                    engine.docker("start", NAME)
+                    engine.cli("start", NAME)
                     _healthy(node)
     a, b = summary(samples["docker stop"]), summary(samples["stop_sglang.yml"])
     over = [p - d for d, p in zip(samples["docker stop"], samples["stop_sglang.yml"])]

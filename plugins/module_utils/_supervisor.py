@@ -185,8 +185,12 @@ def disable_hint(supervisor):
     if supervisor['kind'] == 'systemd':
         return 'systemctl disable --now %s' % supervisor['unit']
     if supervisor['kind'] == 'container':
-        return '%s update --restart=no %s' % (_ENGINE_COMMANDS[supervisor['engine']], supervisor.get('name') or
-                                              supervisor['id'][:12])
+        name = supervisor.get('name') or supervisor['id'][:12]
+        if supervisor['engine'] == 'podman':
+            # `podman update --restart` came with Podman 5.1; Debian 12's Podman 4.3 answers rc 125, "unknown flag:
+            # --restart", and no other command of it changes a container's restart policy
+            return 'podman update --restart=no %s with Podman 5.1 and later, podman rm %s before it' % (name, name)
+        return '%s update --restart=no %s' % (_ENGINE_COMMANDS[supervisor['engine']], name)
     return None
 
 

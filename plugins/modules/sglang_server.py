@@ -319,7 +319,9 @@ options:
     description:
       - For O(stop_supervised), also keep each supervisor from starting its server again - C(systemctl disable UNIT)
         for an enabled unit that P(gpuops.host.sglang_launch#role) did not write, C(docker|podman update
-        --restart=no) for a container. Without it such a server comes back at the next boot, and the result warns.
+        --restart=no) for a container (Podman 5.1 and later; an older Podman has no C(podman update --restart), and
+        the stop fails there after the container stopped). Without it such a server comes back at the next boot, and
+        the result warns.
     type: bool
     default: false
   stopped:

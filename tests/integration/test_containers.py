@@ -1,31 +1,39 @@
 # Copyright: (c) 2026, gpuops maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""A team's SGLang in a Docker container with a restart policy, on a node with a real Docker daemon
-(Debian's docker.io, started inside the node's sandbox by the test, see gpusim.docker)."""
+"""A team's SGLang in a container with a restart policy, and a server that the collection starts in a container,
+each under Docker (Debian's docker.io, a daemon that the test starts inside the node's sandbox, see gpusim.docker)
+and under Podman (Debian's, with storage and configuration of the test's own, see gpusim.podman)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import time
 
 import pytest
 
-from gpusim import docker
+from gpusim import docker, podman
 from gpusim.fleet import Request
 from gpusim.nvml import SIM_DIR
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(not docker.available(), reason="make deps installs docker.io")]
+pytestmark = pytest.mark.slow
+ENGINES = {"docker": docker.Dockerd, "podman": podman.Podman}
 
 
-@pytest.fixture
-def engine(node, monkeypatch):
-    with docker.Dockerd(node.sandbox) as d:
-        # the modules run in the node and ask the daemon that this test started
-        monkeypatch.setenv("DOCKER_HOST", d.host)
-        yield d
+@pytest.fixture(params=[
+    pytest.param("docker", marks=pytest.mark.skipif(not docker.available(), reason="make deps installs docker.io")),
+    pytest.param("podman", marks=pytest.mark.skipif(not podman.available(), reason="make podman-deps installs it")),
+])
+def engine(request, node, monkeypatch):
+    with ENGINES[request.param](node.sandbox) as e:
+        e.name = request.param
+        # the modules run in the node and ask the engine that this test started
+        for key, value in e.variables().items():
+            monkeypatch.setenv(key, value)
+        yield e
 
 
 def vars_file(path, values: dict) -> str:
@@ -38,17 +46,25 @@ def vars_file(path, values: dict) -> str:
 def wait_healthy(node, engine, name, timeout=90):
     deadline = time.monotonic() + timeout
     while not node.healthy():
-        assert time.monotonic() < deadline, engine.docker("logs", name, check=False).stdout[-3000:]
+        assert time.monotonic() < deadline, engine.cli("logs", name, check=False).stderr[-3000:]
         time.sleep(0.2)
 
 
-def test_a_team_container_is_drained_then_stopped_through_docker_and_stays_stopped(node, fleet, engine):
+# What the stop says keeps a stopped container from starting again (_supervisor.disable_hint), and the command of it
+# that works on this engine: Debian 12's Podman 4.3 has no `podman update --restart` (5.1 added it; 4.3 answers
+# rc 125, "unknown flag: --restart").
+DISABLE = {"docker": ("docker update --restart=no team-sglang", ["update", "--restart=no", "team-sglang"]),
+           "podman": ("podman update --restart=no team-sglang with Podman 5.1 and later, "
+                      "podman rm team-sglang before it", ["rm", "team-sglang"])}
+
+
+def test_a_team_container_is_drained_then_stopped_through_its_engine_and_stays_stopped(node, fleet, engine):
     for pid in node.main_pids():
         node.sandbox.run(["kill", "-KILL", str(pid)])
     cid = engine.run_standin(node, "team-sglang", ["--tp-size", "2", "--enable-metrics"], restart="unless-stopped")
     wait_healthy(node, engine, "team-sglang")
     before = engine.inspect(cid)
-    request = Request(node.url, max_new_tokens=800)
+    request = Request(node.url, max_new_tokens=2400)  # about 12 s of decoding: still running when the drain begins
     request.start()
     time.sleep(0.5)
 
@@ -57,38 +73,47 @@ def test_a_team_container_is_drained_then_stopped_through_docker_and_stays_stopp
     request.join(120)
     assert run.rc == 0, run.output
     assert request.result[0] == 200, request.result
+    # the drain read the request in flight before it read none
+    assert int(re.search(r'"drains": \[\{[^]]*"readings": (\d+)', run.output).group(1)) > 1, run.output
     after = engine.inspect(cid)
     assert after["State"]["Status"] == "exited" and after["RestartCount"] == before["RestartCount"]
     # an explicit stop: the server drained and exited on its own, and the engine does not start it again
     assert after["State"]["ExitCode"] == 0, after["State"]
-    time.sleep(2)
-    assert engine.inspect(cid)["State"]["Status"] == "exited" and not node.healthy()
-    assert node.used_mib() == [0, 0, 0, 0]
+    time.sleep(3)
+    later = engine.inspect(cid)
+    assert later["State"]["Status"] == "exited" and later["RestartCount"] == before["RestartCount"]
+    assert not node.healthy() and node.used_mib() == [0, 0, 0, 0]
     text = run.words()
-    assert ("Stopped through its supervisor: the SGLang server %d, with docker stop --time 5 team-sglang in"
-            % before["State"]["Pid"]) in text, run.output
+    assert ("Stopped through its supervisor: the SGLang server %d, with %s stop --time 5 team-sglang in"
+            % (before["State"]["Pid"], engine.name)) in text, run.output
     assert "it exited on its own" in text
     assert ("the container team-sglang of the SGLang server") in text and "has restart policy unless-stopped" in text
-    assert "docker update --restart=no team-sglang" in text
+    hint, command = DISABLE[engine.name]
+    assert hint in text, run.output
+    engine.cli(*command)
+    gone = engine.cli("inspect", "--type", "container", "team-sglang", check=False)
+    assert gone.returncode != 0 or json.loads(gone.stdout)[0]["HostConfig"]["RestartPolicy"]["Name"] == "no"
+    assert fleet.playbook("verify_gpus.yml").rc == 0
 
 
 # -- a server that the collection starts in a container --
 
-def test_an_extraction_server_launched_in_a_docker_container_passes_every_check_and_shows_no_secret(
+def test_an_extraction_server_launched_in_a_container_passes_every_check_and_shows_no_secret(
         node, fleet, engine, tmp_path):
     node.serving()
     token, api_key = "hf_" + secrets.token_hex(12), "sk-" + secrets.token_hex(12)
     listed = "model-" + secrets.token_hex(8)
     extra = vars_file(tmp_path / "container.json", {
-        "sglang_launch_supervisor": "docker",
+        "sglang_launch_supervisor": engine.name,
         "sglang_launch_image": docker.IMAGE,
-        # the image holds the stand-in through these mounts (gpusim.docker), the node's /dev/nvidia* among them; any
-        # GPU option keeps --gpus all out, which needs the NVIDIA Container Toolkit
-        "sglang_launch_container_volumes": docker.Dockerd.standin_volumes(node),
-        "sglang_launch_container_gpu_options": ["--device-cgroup-rule=c 195:* rmw"],
+        # the image holds the stand-in through these mounts (gpusim.docker.Engine)
+        "sglang_launch_container_volumes": engine.standin_volumes(node, devices=False),
+        # the node's /dev/nvidia* files in place of the GPU defaults, which need what the sandbox lacks: --gpus all
+        # the NVIDIA Container Toolkit, Podman's CDI device nvidia.com/gpu=all a CDI spec (nvidia-ctk cdi generate);
+        # the files are plain files, which neither engine's --device takes
+        "sglang_launch_container_gpu_options": ["--volume=" + device for device in engine.standin_devices(node)],
         "sglang_launch_pythonpath": [node.sglang, SIM_DIR],
-        "sglang_launch_environment": dict(node.server_env, HF_TOKEN=token,
-                                          **docker.Dockerd.standin_environment(node)),
+        "sglang_launch_environment": dict(node.server_env, HF_TOKEN=token, **engine.standin_environment(node)),
         "sglang_launch_server_args": {"tp_size": 2, "enable_metrics": True, "api_key": api_key,
                                       "served_model_name": listed},
         "sglang_launch_secret_args": ["served_model_name"]})
@@ -97,13 +122,16 @@ def test_an_extraction_server_launched_in_a_docker_container_passes_every_check_
 
     assert run.rc == 0, run.output[-5000:]
     record = node.record()
-    assert record["supervisor"] == "docker" and record["container"] == "gpuops-sglang-" + record["marker"]
+    assert record["supervisor"] == engine.name and record["container"] == "gpuops-sglang-" + record["marker"]
     info = engine.inspect(record["container"])
     assert info["State"]["Pid"] == record["pid"] and info["HostConfig"]["RestartPolicy"]["Name"] == "no"
-    assert info["HostConfig"]["IpcMode"] == "host" and info["Config"]["User"] == "0:0"
+    assert info["Config"]["User"] == "0:0"
+    # --ipc=host: the node's IPC namespace (Podman 4.3's inspect says IpcMode "shareable" all the same)
+    namespaces = node.sandbox.run(["readlink", "/proc/1/ns/ipc", "/proc/%d/ns/ipc" % record["pid"]],
+                                  capture_output=True, text=True, check=True).stdout.split()
+    assert namespaces[0] == namespaces[1], namespaces
     # every post-check ran against the container's server: the dump directory in each scheduler's environment,
     # the probe's own dump, GPU occupancy
-    text = run.words()
     for task in ("Check that the main process and every scheduler see the dump directory",
                  "Send a probe request with its own id and wait for its hidden-state dump",
                  "Check that the server occupies its GPUs"):
@@ -111,7 +139,7 @@ def test_an_extraction_server_launched_in_a_docker_container_passes_every_check_
     assert [name for name in os.listdir(record["dump_dir"]) if name.startswith("hs_gpuops-probe-")]
     assert min(node.used_mib()[:2]) > 0
     # no secret in what the engine shows of the container, nor in any command line of the node
-    shown = engine.docker("inspect", record["container"]).stdout
+    shown = engine.cli("inspect", record["container"]).stdout
     cmdlines = "\n".join(" ".join(p["cmdline"]) for p in node.sandbox.procs())
     for needle in (token, api_key, listed):
         assert needle not in shown, needle
@@ -126,21 +154,22 @@ def test_an_extraction_server_launched_in_a_docker_container_passes_every_check_
 
     stop = fleet.playbook("stop_sglang.yml", "-e", extra)
     assert stop.rc == 0, stop.output[-5000:]
-    assert ("with docker stop --time 5 %s" % record["container"]) in stop.words(), stop.output[-3000:]
+    assert ("with %s stop --time 5 %s" % (engine.name, record["container"])) in stop.words(), stop.output[-3000:]
     assert engine.inspect(record["container"])["State"]["Status"] == "exited"
     assert node.used_mib() == [0, 0, 0, 0]
     assert fleet.playbook("verify_gpus.yml").rc == 0
 
 
-def test_a_rollback_in_a_container_starts_the_previous_configuration_again_and_checks_it(node, fleet, engine, tmp_path):
+def test_a_rollback_in_a_container_starts_the_previous_configuration_again_and_checks_it(
+        node, fleet, engine, tmp_path):
     node.serving()
     settings = {
-        "sglang_launch_supervisor": "docker",
+        "sglang_launch_supervisor": engine.name,
         "sglang_launch_image": docker.IMAGE,
-        "sglang_launch_container_volumes": docker.Dockerd.standin_volumes(node),
-        "sglang_launch_container_gpu_options": ["--device-cgroup-rule=c 195:* rmw"],
+        "sglang_launch_container_volumes": engine.standin_volumes(node, devices=False),
+        "sglang_launch_container_gpu_options": ["--volume=" + device for device in engine.standin_devices(node)],
         "sglang_launch_pythonpath": [node.sglang, SIM_DIR],
-        "sglang_launch_environment": dict(node.server_env, **docker.Dockerd.standin_environment(node)),
+        "sglang_launch_environment": dict(node.server_env, **engine.standin_environment(node)),
         "sglang_launch_server_args": {"tp_size": 2, "enable_metrics": True}}
     good = fleet.playbook("restart_extraction.yml", "-e", vars_file(tmp_path / "good.json", settings))
     assert good.rc == 0, good.output[-5000:]

@@ -2,7 +2,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """A real Docker daemon (Debian's docker.io) inside a simulated node's sandbox, and the SGLang
-stand-in in one of its containers.
+stand-in in one of its containers; and what every engine of gpusim shares (Engine: the image, the
+stand-in's mounts and environment, its container), gpusim.podman's too.
 
     with Dockerd(node.sandbox) as docker:
         c = docker.run_standin(node, "team-sglang", ["--tp-size", "2"], restart="unless-stopped")
@@ -42,71 +43,30 @@ def available() -> bool:
     return shutil.which("dockerd") is not None and shutil.which("docker") is not None
 
 
-class Dockerd:
-    def __init__(self, sb):
-        self.sb = sb
-        # unix socket paths are limited to 108 bytes (containerd's under the exec root too): a short directory
-        self.root = tempfile.mkdtemp(prefix="gpusim-docker-")
-        self.socket = os.path.join(self.root, "docker.sock")
-        self.host = "unix://" + self.socket
-        self.pidfile = os.path.join(self.root, "docker.pid")
-        self.proc = None
+def empty_tar(directory: str) -> str:
+    """An empty tar in DIRECTORY, what `docker|podman import` makes IMAGE of."""
+    path = os.path.join(directory, "empty.tar")
+    with tarfile.open(path, "w"):
+        pass
+    return path
 
-    def __enter__(self) -> "Dockerd":
+
+class Engine:
+    """A container engine of the node: its client (cli), the variables that point a client at it (variables, which
+    a test also gives ansible-playbook, so that the modules ask the same engine), IMAGE and the stand-in's
+    container."""
+
+    def variables(self) -> dict:
+        raise NotImplementedError
+
+    def cli(self, *args, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+        raise NotImplementedError
+
+    def __enter__(self):
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
-
-    def env(self) -> dict:
-        return dict(os.environ, DOCKER_HOST=self.host)
-
-    def docker(self, *args, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
-        return subprocess.run(["docker"] + list(args), env=self.env(), capture_output=True, text=True,
-                              timeout=timeout, check=check)
-
-    def start(self, timeout: float = 60) -> "Dockerd":
-        os.makedirs(self.root, exist_ok=True)
-        argv = ["dockerd", "--data-root", os.path.join(self.root, "data"), "--exec-root", os.path.join(self.root, "exec"),
-                "-H", self.host, "--pidfile", self.pidfile, "--iptables=false", "--bridge=none"]
-        with open(os.path.join(self.root, "dockerd.log"), "ab") as log:
-            self.proc = self.sb.popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout
-        while self.docker("info", "--format", "{{.ServerVersion}}", check=False).returncode != 0:
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("dockerd did not start; log:\n" + self.log()[-3000:])
-            time.sleep(0.2)
-        if self.docker("image", "inspect", IMAGE, check=False).returncode != 0:
-            empty = os.path.join(self.root, "empty.tar")
-            with tarfile.open(empty, "w"):
-                pass
-            subprocess.run(["docker", "import", empty, IMAGE], env=self.env(), check=True, capture_output=True)
-        return self
-
-    def log(self) -> str:
-        with open(os.path.join(self.root, "dockerd.log"), errors="replace") as f:
-            return f.read()
-
-    def stop(self) -> None:
-        """Remove the containers, then stop the daemon by the PID in its own pidfile."""
-        if self.proc is None:
-            return
-        ids = self.docker("ps", "-aq", check=False).stdout.split()
-        if ids:
-            self.docker("rm", "-f", *ids, check=False)
-        try:
-            with open(self.pidfile) as f:
-                pid = int(f.read().strip())
-            self.sb.run(["kill", "-TERM", str(pid)])
-        except (OSError, ValueError):
-            pass
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
-        self.proc = None
-        shutil.rmtree(self.root, ignore_errors=True)
 
     @staticmethod
     def standin_environment(node) -> dict:
@@ -116,18 +76,22 @@ class Dockerd:
                     PYTHONPATH=":".join([node.sglang, SIM_DIR]), PATH="/usr/local/bin:/usr/bin:/bin")
 
     @staticmethod
-    def standin_volumes(node) -> list:
-        """Mounts (SRC:DST[:OPTIONS]) that make IMAGE hold the stand-in: the host's /usr, /lib, /etc and the
-        stand-in's directories read-only, the node's state, its /proc, and its /dev/nvidia* files, as --gpus would
-        pass them (gpusim.sandbox: /dev/nvidia0..N-1 and the shared ones)."""
-        volumes = ["%s:%s:ro" % (path, path)
-                   for path in ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", REPO_ROOT, os.path.dirname(node.sglang),
-                                node.workdir)
-                   if os.path.exists(path)]
-        volumes += ["%s:%s" % (node.sandbox.state_dir, node.sandbox.state_dir), "/proc:%s:ro" % OUTER_PROC]
+    def standin_devices(node) -> list:
+        """Mounts (SRC:DST) of the node's /dev/nvidia* files, as --gpus would pass them (gpusim.sandbox:
+        /dev/nvidia0..N-1 and the shared ones). They are plain files, which neither engine's --device takes."""
         devices = ["nvidia%d" % i for i in range(node.sandbox.gpus)] + ["nvidiactl", "nvidia-uvm", "nvidia-uvm-tools",
                                                                         "nvidia-modeset"]
-        return volumes + ["/dev/%s:/dev/%s" % (dev, dev) for dev in devices]
+        return ["/dev/%s:/dev/%s" % (dev, dev) for dev in devices]
+
+    @classmethod
+    def standin_volumes(cls, node, devices: bool = True) -> list:
+        """Mounts (SRC:DST[:OPTIONS]) that make IMAGE hold the stand-in: the host's /usr, /lib, /etc and the
+        stand-in's directories read-only, the node's state, its /proc, and (DEVICES) standin_devices."""
+        paths = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", REPO_ROOT, os.path.dirname(node.sglang),
+                 node.workdir)
+        volumes = ["%s:%s:ro" % (path, path) for path in paths if os.path.exists(path)]
+        volumes += ["%s:%s" % (node.sandbox.state_dir, node.sandbox.state_dir), "/proc:%s:ro" % OUTER_PROC]
+        return volumes + (cls.standin_devices(node) if devices else [])
 
     def run_standin(self, node, name: str, args=(), restart: str = "no", env: dict = None) -> str:
         """The stand-in as `python -m sglang.launch_server` in a container NAME on the host network, serving on
@@ -143,7 +107,66 @@ class Dockerd:
             argv += ["-e", "%s=%s" % (key, value)]
         argv += [IMAGE, VENV_PYTHON, "-m", "sglang.launch_server", "--model-path", node.model,
                  "--port", str(node.port)] + list(args)
-        return self.docker(*argv).stdout.strip()
+        return self.cli(*argv).stdout.strip()
 
     def inspect(self, container: str) -> dict:
-        return json.loads(self.docker("inspect", container).stdout)[0]
+        return json.loads(self.cli("inspect", container).stdout)[0]
+
+
+class Dockerd(Engine):
+    def __init__(self, sb):
+        self.sb = sb
+        # unix socket paths are limited to 108 bytes (containerd's under the exec root too): a short directory
+        self.root = tempfile.mkdtemp(prefix="gpusim-docker-")
+        self.socket = os.path.join(self.root, "docker.sock")
+        self.host = "unix://" + self.socket
+        self.pidfile = os.path.join(self.root, "docker.pid")
+        self.proc = None
+
+    def variables(self) -> dict:
+        return {"DOCKER_HOST": self.host}
+
+    def cli(self, *args, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+        return subprocess.run(["docker"] + list(args), env=dict(os.environ, **self.variables()), capture_output=True,
+                              text=True, timeout=timeout, check=check)
+
+    def start(self, timeout: float = 60) -> "Dockerd":
+        os.makedirs(self.root, exist_ok=True)
+        argv = ["dockerd", "--data-root", os.path.join(self.root, "data"),
+                "--exec-root", os.path.join(self.root, "exec"), "-H", self.host, "--pidfile", self.pidfile,
+                "--iptables=false", "--bridge=none"]
+        with open(os.path.join(self.root, "dockerd.log"), "ab") as log:
+            self.proc = self.sb.popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while self.cli("info", "--format", "{{.ServerVersion}}", check=False).returncode != 0:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("dockerd did not start; log:\n" + self.log()[-3000:])
+            time.sleep(0.2)
+        if self.cli("image", "inspect", IMAGE, check=False).returncode != 0:
+            self.cli("import", empty_tar(self.root), IMAGE)
+        return self
+
+    def log(self) -> str:
+        with open(os.path.join(self.root, "dockerd.log"), errors="replace") as f:
+            return f.read()
+
+    def stop(self) -> None:
+        """Remove the containers, then stop the daemon by the PID in its own pidfile."""
+        if self.proc is None:
+            return
+        ids = self.cli("ps", "-aq", check=False).stdout.split()
+        if ids:
+            self.cli("rm", "-f", *ids, check=False)
+        try:
+            with open(self.pidfile) as f:
+                pid = int(f.read().strip())
+            self.sb.run(["kill", "-TERM", str(pid)])
+        except (OSError, ValueError):
+            pass
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+        self.proc = None
+        shutil.rmtree(self.root, ignore_errors=True)

@@ -37,6 +37,11 @@ OWN_IN_PODMAN = ('9:name=systemd:/libpod_parent/libpod-%s/user.slice/user-0.slic
     # Podman: systemd driver, cgroupfs driver
     ('0::/machine.slice/libpod-%s.scope/container\n' % ID, '', {'kind': 'container', 'engine': 'podman', 'id': ID}),
     ('9:name=systemd:/libpod_parent/libpod-%s\n' % OTHER, '', {'kind': 'container', 'engine': 'podman', 'id': OTHER}),
+    # the whole file of a container's main process, Podman 4.3 (Debian 12) with cgroup_manager=cgroupfs on this
+    # kind of machine's cgroup v1 hybrid layout (measured)
+    (''.join('%s:/libpod_parent/libpod-%s\n' % (h, ID) for h in (
+        '9:name=systemd', '8:pids', '7:blkio', '6:freezer', '5:devices', '4:memory', '3:cpuset', '2:cpuacct', '1:cpu',
+        '0:')), '', {'kind': 'container', 'engine': 'podman', 'id': ID}),
     # a container nested in the module's own: the inner one
     ('9:name=systemd:/libpod_parent/libpod-%s/docker/%s\n' % (ID, OTHER), OWN_IN_PODMAN,
      {'kind': 'container', 'engine': 'docker', 'id': OTHER}),
@@ -99,6 +104,25 @@ def test_read_container_and_its_url():
     assert sup.disable_hint(c) == 'docker update --restart=no team-sglang'
 
 
+# `podman inspect --type container` of a container started with --network host --restart unless-stopped (the keys
+# read, as Podman 4.3 writes them, measured): Name without Docker's leading /, the image with its localhost/ prefix
+PODMAN_INSPECT = [{'Id': ID, 'Name': 'team-sglang', 'ImageName': 'localhost/gpuops-empty:latest',
+                   'Config': {'Image': 'localhost/gpuops-empty:latest', 'User': ''},
+                   'HostConfig': {'RestartPolicy': {'Name': 'unless-stopped', 'MaximumRetryCount': 0},
+                                  'NetworkMode': 'host', 'PortBindings': {}},
+                   'NetworkSettings': {'Ports': {}}, 'RestartCount': 0}]
+
+
+def test_read_a_podman_container_and_the_command_that_disables_its_restart_policy():
+    c = sup.read_container(Run([(['podman', 'inspect'], (0, json.dumps(PODMAN_INSPECT), ''))]), 'podman', ID)
+    assert (c['name'], c['image'], c['restart'], c['comes_back'], c['network'], c['ports']) == \
+        ('team-sglang', 'localhost/gpuops-empty:latest', 'unless-stopped', True, 'host', {})
+    assert sup.container_url(c, 'http://127.0.0.1:30000') == 'http://127.0.0.1:30000'
+    # Podman 4.3 has no `podman update --restart` (rc 125, "Error: unknown flag: --restart"); 5.1 added it
+    assert sup.disable_hint(c) == ('podman update --restart=no team-sglang with Podman 5.1 and later, '
+                                   'podman rm team-sglang before it')
+
+
 def test_a_failed_inspect_is_an_error_with_the_engine_s_words():
     with pytest.raises(sup.SupervisorError, match=r'podman inspect aaaaaaaaaaaa failed \(rc 125\): no such container'):
         sup.read_container(Run([(['podman', 'inspect'], (125, '', 'no such container\n'))]), 'podman', ID)
@@ -126,3 +150,16 @@ def test_stop_through_the_engine_waits_its_time_and_reads_the_exit_code():
                       lambda: next(clock))
     assert run.calls[0] == ['docker', 'stop', '--time', '60', ID]
     assert result['forced'] and result['how'] == 'docker stop --time 60 team-sglang'
+
+
+def test_a_podman_stop_that_the_server_obeyed_is_not_forced():
+    # Podman 4.3: `podman stop --time 5 ID` prints the ID, rc 0; then ExitCode 0 for a main process that exited on
+    # SIGTERM by itself, 137 after the SIGKILL of --time (both measured)
+    run = Run([(['podman', 'stop'], (0, ID + '\n', '')), (['podman', 'inspect'], (0, '0\n', ''))])
+    clock = iter([0.0, 1.6])
+    result = sup.stop(run, {'kind': 'container', 'engine': 'podman', 'id': ID, 'name': 'team-sglang'}, 5,
+                      lambda: next(clock))
+    assert run.calls == [['podman', 'stop', '--time', '5', ID],
+                         ['podman', 'inspect', '--type', 'container', '--format', '{{.State.ExitCode}}', ID]]
+    assert (result['forced'], result['how'], result['result']) == \
+        (False, 'podman stop --time 5 team-sglang', 'exit code 0')
