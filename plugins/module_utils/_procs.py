@@ -15,6 +15,7 @@ import os
 import pwd
 import signal
 import socket
+import stat
 import sys
 
 PF_KTHREAD = 0x00200000  # /proc/PID/stat flags bit of kernel threads
@@ -283,6 +284,25 @@ class ProcFS:
                         ports.add(entry[1])
         return sorted(ports)
 
+    def file_of(self, pid, path, limit=1 << 20):
+        """(owner UID, text) of the regular file PATH as process PID names it (through /proc/PID/root, or its working
+        directory for a relative path), at most LIMIT bytes; None when it cannot be read. Opened with O_NONBLOCK and
+        checked with fstat, so a FIFO or a device at PATH is never read."""
+        base = self._path(pid, 'root') if os.path.isabs(path) else self._path(pid, 'cwd')
+        try:
+            fd = os.open(os.path.join(base, path.lstrip('/')), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except (IOError, OSError):
+            return None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return None
+            return st.st_uid, _text(os.read(fd, limit))
+        except (IOError, OSError):
+            return None
+        finally:
+            os.close(fd)
+
     def pid_namespace(self, pid):
         """The PID namespace of a process as ``pid:[INODE]``, or None when it cannot be read."""
         try:
@@ -297,11 +317,17 @@ class ProcFS:
         except (IOError, OSError):
             return ''
 
+    def uid(self, pid):
+        """The UID that owns a process; None when it is gone."""
+        try:
+            return os.stat(self._path(pid)).st_uid
+        except (IOError, OSError):
+            return None
+
     def owner(self, pid):
         """The user name (or UID where it has none) that owns a process; None when it is gone."""
-        try:
-            uid = os.stat(self._path(pid)).st_uid
-        except (IOError, OSError):
+        uid = self.uid(pid)
+        if uid is None:
             return None
         try:
             return pwd.getpwuid(uid).pw_name

@@ -605,8 +605,13 @@ def _drain_each(found, p, deps, table):
             deps.warn('the SGLang server %d (user %s, %s) is not drained and is sent nothing: %s'
                       % (server['pid'], user, server['url'], reason))
             continue
+        # The key it was started with, where its command line or --config file says: a restart that rotates the key
+        # drains the old server with its own; P['api_key'] (the new configuration's) otherwise.
+        proc = table.get(server['pid'])
+        own_key = sprocs.api_key_of(deps.procfs, proc, deps.procfs.uid(server['pid'])) if proc else None
+        keyed = dict(p, api_key=own_key, secrets=list(p.get('secrets') or []) + [own_key]) if own_key else p
         try:
-            result = drain(dict(p, url=tie['url'], pid=server['pid']), deps, tied=True)
+            result = drain(dict(keyed, url=tie['url'], pid=server['pid']), deps, tied=True)
         except ActionFailed as e:
             raise ActionFailed(e.msg, dict(found, undrained=undrained,
                                            drains=drains + [dict(e.result, pid=server['pid'], url=tie['url'])]))

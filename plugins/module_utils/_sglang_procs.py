@@ -14,6 +14,7 @@ tree in that session, orphans re-parented to PID 1 included.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -23,6 +24,11 @@ MARKER = 'GPUOPS_RUN'
 SCHEDULER_TITLE = 'sglang::scheduler'
 _PORT = re.compile(r'^--port(?:=(\d+))?$')
 _HOST = re.compile(r'^--host(?:=(\S+))?$')
+_API_KEY = re.compile(r'^--api-key(?:=(.+))?$')
+_CONFIG = re.compile(r'^--config(?:=(.+))?$')
+# A key of SGLang's --config YAML file (utils/server_args_config_parser.py turns each key into --KEY): api-key, or
+# api_key as some write it; the value plain, or quoted as YAML and JSON quote it.
+_CONFIG_API_KEY = re.compile(r'''^api[-_]key:\s*(?:"((?:[^"\\]|\\.)*)"|'((?:[^']|'')*)'|([^\s#"'][^#]*?))\s*(?:#.*)?$''')
 
 
 class ProcsError(Exception):
@@ -50,6 +56,31 @@ def url_of(argv, default_url):
     elif ':' in host and not host.startswith('['):
         host = '[%s]' % host
     return 'http://%s:%s' % (host, port)
+
+
+def api_key_of(procfs, proc, uid):
+    """The API key that the server PROC (running as UID) was started with: ``--api-key`` on its command line, which
+    SGLang lets win, else the ``api-key`` of its ``--config`` file, read as it names it. A file is read only when it
+    belongs to UID or the server runs as root, so that no server's command line can name another user's file and
+    have its key sent. None when neither says."""
+    key = _option(proc.cmdline, _API_KEY)
+    if key:
+        return key
+    path = _option(proc.cmdline, _CONFIG)
+    found = procfs.file_of(proc.pid, path) if path else None
+    if found is None or (uid != 0 and found[0] != uid):
+        return None
+    for line in reversed(found[1].splitlines()):
+        m = _CONFIG_API_KEY.match(line.strip())
+        if not m:
+            continue
+        if m.group(1) is not None:
+            try:
+                return json.loads('"%s"' % m.group(1)) or None
+            except ValueError:
+                return None
+        return (m.group(2).replace("''", "'") if m.group(2) is not None else m.group(3)) or None
+    return None
 
 
 def compile_patterns(patterns):

@@ -111,6 +111,10 @@ options:
     description:
       - The server's C(--api-key), sent as a bearer token. Without it a server started with an API key answers
         C(/v1/loads) and C(/server_info) with 401; C(/metrics) and C(/health*) need none.
+      - V(find) with O(drain), and V(stop), drain each server with the key it was started with where its command
+        line (C(--api-key)) or its C(--config) file (C(api-key), read as the server names it, only when the file
+        belongs to the server's user or the server runs as root) says, and with this key otherwise; so a restart
+        that changes the key drains the old server with its own.
     type: str
   python:
     description: The interpreter that has SGLang installed; the first word of the rendered command line.

@@ -175,6 +175,32 @@ def test_drain_refuses_while_requests_run_unless_forced(node, fleet):
     assert node.main_pids() == [] and node.used_mib() == [0, 0, 0, 0]
 
 
+def test_a_restart_that_rotates_the_api_key_drains_the_old_server_with_its_own(node, fleet):
+    """Without --enable-metrics the drain reads /v1/loads, which needs the key: the old server's own (from its
+    --config file), not the new configuration's."""
+    node.serving()
+    old_key, new_key = "sk-old-" + os.urandom(6).hex(), "sk-new-" + os.urandom(6).hex()
+    first = fleet.playbook("restart_serving.yml", "-e", json.dumps(
+        {"sglang_launch_server_args": {"tp_size": 2, "api_key": old_key}}))
+    assert first.rc == 0, first.output
+    old = node.record()
+    request = Request(node.url, max_new_tokens=1500, api_key=old_key)    # about 8 s of decoding
+    request.start()
+    time.sleep(0.5)
+
+    run = fleet.playbook("restart_serving.yml", "-e", json.dumps(
+        {"sglang_launch_server_args": {"tp_size": 2, "api_key": new_key}}))
+
+    request.join(60)
+    assert run.rc == 0, run.output
+    assert request.result[0] == 200, request.result
+    record = node.record()
+    assert node.main_pids() == [record["pid"]] != [old["pid"]]
+    assert http_get(node.url + "/v1/models", api_key=new_key)[0] == 200
+    assert http_get(node.url + "/v1/models", api_key=old_key)[0] == 401
+    assert old_key not in run.output and new_key not in run.output
+
+
 def test_a_run_name_whose_attempt_ended_at_the_drain_can_be_tried_again(node, fleet):
     pid = node.serving()
     request = Request(node.url, max_new_tokens=40000)  # about 200 s of decoding: longer than the preflight

@@ -193,14 +193,15 @@ class SimNode:
 class Request(threading.Thread):
     """A generation request sent from another thread; .result is (status, body) once done."""
 
-    def __init__(self, url: str, max_new_tokens: int, text: str = "Explain tensor parallelism."):
+    def __init__(self, url: str, max_new_tokens: int, text: str = "Explain tensor parallelism.", api_key: str = None):
         super().__init__(daemon=True)
         self.url, self.body = url, {"text": text, "sampling_params": {"max_new_tokens": max_new_tokens}}
+        self.headers = dict({"content-type": "application/json"},
+                            **({"Authorization": "Bearer " + api_key} if api_key else {}))
         self.result = None
 
     def run(self):
-        req = urllib.request.Request(self.url + "/generate", json.dumps(self.body).encode(),
-                                     {"content-type": "application/json"})
+        req = urllib.request.Request(self.url + "/generate", json.dumps(self.body).encode(), self.headers)
         try:
             with standin.OPENER.open(req, timeout=300) as res:
                 self.result = (res.status, json.loads(res.read()))

@@ -372,3 +372,51 @@ def test_a_co_launched_server_named_in_pids_is_a_server_at_its_own_port(tree, tm
     assert [(s['pid'], s['url'], s['schedulers']) for s in found['servers']] == \
         [(100, 'http://127.0.0.1:31000', 3), (501, 'http://127.0.0.1:31500', 1)]
     assert [(g['pid'], g['colaunched']) for g in found['gateways']] == [(500, [])]
+
+
+# -- the key a server was started with --
+
+def keyed(tmp_path, argv, config=None, mode=0o600, uid=0):
+    """A server process at PID 300 in a fake /proc whose root is TMP_PATH/fs, with CONFIG at /run/args.yaml."""
+    root, fs = tmp_path / 'proc', tmp_path / 'fs'
+    (fs / 'run').mkdir(parents=True)
+    proc(root, 300, argv, env={})
+    (root / '300' / 'root').symlink_to(fs)
+    (root / '300' / 'cwd').symlink_to(fs / 'run')
+    if config is not None:
+        path = fs / 'run' / 'args.yaml'
+        path.write_text(config)
+        os.chmod(path, mode)
+        os.chown(path, uid, uid)
+    procfs = ProcFS(str(root))
+    return procfs, procfs.read(300)
+
+
+SERVE = ['python3', '-m', 'sglang.launch_server', '--model-path', '/m']
+
+
+@pytest.mark.parametrize('argv, config, key', [
+    (SERVE + ['--api-key', 'sk-on-argv'], 'api-key: "sk-in-file"\n', 'sk-on-argv'),     # the command line wins
+    (SERVE + ['--api-key=sk-eq'], None, 'sk-eq'),
+    (SERVE + ['--config', '/run/args.yaml'], 'model-path: "/m"\napi-key: "sk-\\"q\\"-1"\n', 'sk-"q"-1'),
+    (SERVE + ['--config=args.yaml'], "api_key: 'it''s'\n", "it's"),                     # relative: its cwd
+    (SERVE + ['--config', '/run/args.yaml'], 'api-key: plain-key  # rotated\n', 'plain-key'),
+    (SERVE + ['--config', '/run/args.yaml'], 'model-path: "/m"\n', None),
+    (SERVE + ['--config', '/run/missing.yaml'], None, None),
+    (SERVE, None, None),
+])
+def test_the_key_a_server_was_started_with(tmp_path, argv, config, key):
+    procfs, server_proc = keyed(tmp_path, argv, config)
+    assert sprocs.api_key_of(procfs, server_proc, 0) == key
+
+
+def test_a_config_file_of_another_user_is_not_read_for_a_user_s_server(tmp_path):
+    procfs, server_proc = keyed(tmp_path, SERVE + ['--config', '/run/args.yaml'], 'api-key: "sk-other"\n', uid=0)
+    assert sprocs.api_key_of(procfs, server_proc, 4242) is None       # root's file, named by a server of 4242
+    assert sprocs.api_key_of(procfs, server_proc, 0) == 'sk-other'    # a root server reads what root may
+
+
+def test_a_fifo_named_as_the_config_file_is_not_waited_for(tmp_path):
+    procfs, server_proc = keyed(tmp_path, SERVE + ['--config', '/run/fifo'])
+    os.mkfifo(str(tmp_path / 'fs' / 'run' / 'fifo'))
+    assert sprocs.api_key_of(procfs, server_proc, 0) is None
