@@ -607,9 +607,7 @@ def _drain_each(found, p, deps, table):
             continue
         # The key it was started with, where its command line or --config file says: a restart that rotates the key
         # drains the old server with its own; P['api_key'] (the new configuration's) otherwise.
-        proc = table.get(server['pid'])
-        own_key = sprocs.api_key_of(deps.procfs, proc, deps.procfs.uid(server['pid'])) if proc else None
-        keyed = dict(p, api_key=own_key, secrets=list(p.get('secrets') or []) + [own_key]) if own_key else p
+        keyed = _with_own_key(p, deps, server['pid'], table.get(server['pid']))
         try:
             result = drain(dict(keyed, url=tie['url'], pid=server['pid']), deps, tied=True)
         except ActionFailed as e:
@@ -658,6 +656,7 @@ def _require_own(p, deps, what):
 
 
 def drain(p, deps, tied=False):
+    p = _with_own_key(p, deps, p['pid']) if p.get('pid') and not tied else p
     client = _client(p, deps)
     redact = _redactor(p)
     if not tied:
@@ -732,8 +731,17 @@ def ready(p, deps):
     raise ActionFailed(head + tail, result)
 
 
+def _with_own_key(p, deps, pid, proc=None):
+    """P with the API key that server PID was started with (sprocs.api_key_of), where its command line or its own
+    --config file says, masked like every secret; P itself otherwise."""
+    proc = proc or deps.procfs.read(pid)
+    key = sprocs.api_key_of(deps.procfs, proc, deps.procfs.uid(pid)) if proc else None
+    return dict(p, api_key=key, secrets=list(p.get('secrets') or []) + [key]) if key else p
+
+
 def probe(p, deps):
     """A request with its own id; with dump_dir, wait for the hidden-state dump named by that id."""
+    p = _with_own_key(p, deps, p['pid']) if p.get('pid') else p
     client = _client(p, deps)
     _require_own(p, deps, 'cannot send the probe')
     rid = p.get('rid') or 'gpuops-probe-%d-%d' % (os.getpid(), int(time.time() * 1000))
@@ -766,6 +774,7 @@ def probe(p, deps):
 
 
 def check_info(p, deps):
+    p = _with_own_key(p, deps, p['pid']) if p.get('pid') else p
     client = _client(p, deps)
     _require_own(p, deps, 'cannot read /server_info')
     expected = p.get('expect') or {}

@@ -114,7 +114,8 @@ options:
       - V(find) with O(drain), and V(stop), drain each server with the key it was started with where its command
         line (C(--api-key)) or its C(--config) file (C(api-key), read as the server names it, only when the file
         belongs to the server's user or the server runs as root) says, and with this key otherwise; so a restart
-        that changes the key drains the old server with its own.
+        that changes the key drains the old server with its own. V(drain), V(probe) and V(check_info) with O(pid)
+        do the same for the server O(pid).
     type: str
   python:
     description: The interpreter that has SGLang installed; the first word of the rendered command line.

@@ -125,6 +125,27 @@ def test_a_rollback_to_an_extraction_run_dumps_into_a_fresh_directory_and_is_che
                 for name in os.listdir(previous["dump_dir"])) == earlier, "the previous run's dumps were written to"
 
 
+def test_a_rollback_checks_the_previous_configuration_with_its_own_api_key(node, fleet):
+    node.serving()
+    old_key, new_key = "sk-old-" + os.urandom(6).hex(), "sk-new-" + os.urandom(6).hex()
+    good = fleet.playbook("restart_extraction.yml", "-e", json.dumps(
+        {"sglang_launch_server_args": {"tp_size": 2, "enable_metrics": True, "api_key": old_key}}))
+    assert good.rc == 0, good.output
+    previous = node.record()
+
+    run = fleet.playbook("restart_extraction.yml", "-e", json.dumps(
+        {"sglang_launch_server_args": {"tp_size": 2, "enable_metrics": True, "api_key": new_key},
+         "sglang_launch_gpus": [2, 3], "sglang_launch_rollback": True}))
+
+    assert run.rc != 0
+    assert "The previous configuration (%s) was relaunched and passed its checks" % previous["marker"] in run.words(), \
+        run.output
+    record = node.record()
+    assert any(name.startswith("hs_gpuops-probe-") for name in os.listdir(record["dump_dir"]))
+    assert http_get(node.url + "/v1/models", api_key=old_key)[0] == 200
+    assert old_key not in run.output and new_key not in run.output
+
+
 def test_a_rollback_starts_the_previous_launch_with_its_own_config_file(node, fleet):
     pid = node.serving()
     # As an earlier release left it: the --config file beside the record, named by the record's command line.
