@@ -199,6 +199,9 @@ def test_a_restart_that_rotates_the_api_key_drains_the_old_server_with_its_own(n
     assert http_get(node.url + "/v1/models", api_key=new_key)[0] == 200
     assert http_get(node.url + "/v1/models", api_key=old_key)[0] == 401
     assert old_key not in run.output and new_key not in run.output
+    # the next tests send their requests without a key
+    stop = fleet.playbook("stop_sglang.yml")
+    assert stop.rc == 0, stop.output
 
 
 def test_a_run_name_whose_attempt_ended_at_the_drain_can_be_tried_again(node, fleet):

@@ -257,11 +257,39 @@ def test_stop_through_the_release_step_with_a_scheduler_hanging_in_it(node, tmp_
 
 @pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox needs root")
+def test_a_server_started_with_an_api_key_on_its_command_line_is_drained_with_that_key(node, tmp_path):
+    fleet = Fleet(str(tmp_path), [node])
+    launch = node.start_server(["--tp-size", "2", "--api-key", "k-654321"])
+    result = {}
+
+    def generate():
+        result["answer"] = launch.post("/generate", {"text": "x", "sampling_params": {"max_new_tokens": 1500}},
+                                       timeout=300, headers={"Authorization": "Bearer k-654321"})
+
+    request = threading.Thread(target=generate, daemon=True)
+    request.start()
+    time.sleep(1)
+
+    run = fleet.playbook(stop_playbook(tmp_path), "-e", "sglang_stop_drain_timeout=120", timeout=400)
+
+    assert run.rc == 0, run.output
+    request.join(60)
+    assert result["answer"][0] == 200, result
+    assert "k-654321" not in run.output and node.main_pids() == []
+
+
 def test_a_server_with_an_api_key_is_drained_with_it_and_never_stopped_blind(node, tmp_path):
     """--api-key puts /v1/loads behind the bearer token (srt/utils/auth.py): without the key the count is
-    unknown, which is not zero, so the stop fails at once with the server left running."""
+    unknown, which is not zero, so the stop fails at once with the server left running. The stop reads the key the
+    server was started with from its command line or its --config file; this server's file is gone since its start,
+    as a temporary one is."""
     fleet = Fleet(str(tmp_path), [node])
-    launch = node.start_server(["--tp-size", "2", "--api-key", "k-123456"])
+    config = os.path.join(node.workdir, "gone-args.yaml")
+    with open(config, "w") as f:
+        f.write('api-key: "k-123456"\n')
+    os.chmod(config, 0o600)
+    launch = node.start_server(["--tp-size", "2", "--config", config])
+    os.unlink(config)
     pid = node.main_pids()[0]
     result = {}
 
