@@ -85,11 +85,13 @@ TEST_STAGES := sanity units lint docs-lint simtest integration
 CONTAINER_STAGES := molecule gpucheck galaxy-import ee
 test: test-begin deps venv sim gateway $(COLLECTION_LINK)  ## Run every test stage (logs and times in build/logs)
 	@status=0; \
-	STAGE_QUIET=1 $(MAKE) --no-print-directory $(CONTAINER_STAGES) >$(LOGS)/container-lane.out 2>&1 & lane=$$!; \
+	STAGE_QUIET=1 $(MAKE) --no-print-directory $(CONTAINER_STAGES) \
+	  MOLECULE_SCENARIOS="$(filter-out $(MOLECULE_ALONE),$(MOLECULE_SCENARIOS))" >$(LOGS)/container-lane.out 2>&1 & lane=$$!; \
 	echo "== container lane ($(CONTAINER_STAGES)) runs beside the others: $(LOGS)/container-lane.out"; \
 	$(MAKE) --no-print-directory $(TEST_STAGES) || status=1; \
 	wait $$lane || status=1; \
 	echo "== container lane:"; sed 's/^/   /' $(LOGS)/container-lane.out; \
+	$(MAKE) --no-print-directory molecule-alone || status=1; \
 	$(STAGE) --summary; \
 	if [ $$status -ne 0 ]; then echo "make test: a stage failed (logs in $(LOGS))"; exit 1; fi; \
 	echo "make test: every stage passed"
