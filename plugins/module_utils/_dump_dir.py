@@ -117,7 +117,7 @@ class DumpDir:
         except FileNotFoundError:
             return None
 
-    def _refuse_existing(self, fd, st):
+    def _refuse_existing(self, st):
         what = ' (%s)' % _describe(st, self.path) if st is not None else ''
         raise DumpDirError('The run directory %s already exists%s; earlier dumps are never overwritten or deleted, '
                            'and no link is followed. Choose another name' % (self.path, what))
@@ -134,12 +134,12 @@ class DumpDir:
                                    % (self.root, free / GB, min_free_gb))
             st = self._entry(fd)
             if st is not None:
-                self._refuse_existing(fd, st)
+                self._refuse_existing(st)
             if not check_mode:
                 try:
                     os.mkdir(self.name, 0o700, dir_fd=fd)
                 except FileExistsError:     # planted since the check
-                    self._refuse_existing(fd, self._entry(fd) or st)
+                    self._refuse_existing(self._entry(fd) or st)
                 made = os.open(self.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
                 try:
                     os.fchown(made, self.uid, self.gid)
