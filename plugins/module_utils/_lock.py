@@ -262,6 +262,39 @@ class HostLock:
         return _Guard(self.directory, fcntl.LOCK_SH if shared else fcntl.LOCK_EX, self.guard_timeout, self.sleep)
 
 
+def argument_spec() -> dict:
+    """The options of gpuops.host.host_lock; sglang_server's O(lock) takes them, less O(state)."""
+    return dict(
+        path=dict(type='path', default='/run/gpuops'),
+        state=dict(type='str', choices=['present', 'held', 'absent'], default='present'),
+        run=dict(type='str', required=True),
+        owner=dict(type='dict', default={}),
+        max_age=dict(type='int', default=21600),
+    )
+
+
+# What taking, checking or releasing a lock raises: failure() turns each into the module's failure.
+ERRORS = (LockHeld, LockLost, LockError, OSError)
+
+
+def act(lock: HostLock, state: str, run: str, owner: dict = None, max_age: float = 21600,
+        check_mode: bool = False) -> dict:
+    """STATE (present, held or absent) for RUN on LOCK: host_lock's result, less its path; one of ERRORS."""
+    if state == 'present':
+        return lock.acquire(dict(owner or {}, run=run), max_age, check_mode)
+    if state == 'held':
+        return lock.check(run)
+    return lock.release(run, check_mode)
+
+
+def failure(lock: HostLock, error: Exception) -> dict:
+    """The message and data of a failure of act() with ERROR: the holder and its age where another run holds it."""
+    if isinstance(error, (LockHeld, LockLost)):
+        return dict(msg=str(error), lock=lock.path, holder=error.owner,
+                    age=None if error.age is None else round(error.age, 1))
+    return dict(msg="Cannot use the lock %s: %s" % (lock.path, error), lock=lock.path)
+
+
 class _Guard:
     """flock(2) on a directory for the duration of a with block."""
 

@@ -26,6 +26,7 @@ from ansible_collections.gpuops.host.plugins.module_utils import _sglang_args as
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang_http as shttp
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang_procs as sprocs
 from ansible_collections.gpuops.host.plugins.module_utils import _supervisor as supervisors
+from ansible_collections.gpuops.host.plugins.module_utils import _lock as locks
 from ansible_collections.gpuops.host.plugins.module_utils._namespaces import Place
 from ansible_collections.gpuops.host.plugins.module_utils._nvml import NvmlError
 from ansible_collections.gpuops.host.plugins.module_utils._reap import ReapFailure
@@ -352,7 +353,8 @@ def stop(p, deps):
     a wrapper starts again. Every option is checked, and NVML opened, before anything is drained or signalled.
 
     The result is find's, plus ``reap`` (gpu_reap's result), ``settled`` and ``signalled``: true from the first
-    signal on, also in the result of a failure, so that the caller knows whether the old server was touched."""
+    signal on, also in the result of a failure, so that the caller knows whether the old server was touched. With
+    the lock option, the host lock is taken or checked first and released or checked again last (_StopLock)."""
     record = _record(p)
     try:
         run = deps.reaping(_reap_params(p, record))
@@ -360,6 +362,16 @@ def stop(p, deps):
         raise ActionFailed('reap: %s; nothing was drained or signalled' % e, {'signalled': False})
     except ValueError as e:
         raise ActionFailed('%s; nothing was drained or signalled' % e, {'signalled': False})
+    with _StopLock(p.get('lock'), deps) as lock:
+        found = _stopped(p, deps, record, run)
+        lock.check_again(found)
+    if lock.result is not None:
+        found['lock'] = lock.result
+    return found
+
+
+def _stopped(p, deps, record, run):
+    """The stop itself (see stop), with gpu_reap's RUN for what is left."""
     try:
         with run:
             found = find(dict(p, drain=True, stop_supervised=True), deps, record)
@@ -391,6 +403,60 @@ def stop(p, deps):
         except ActionFailed as e:
             raise ActionFailed(e.msg, dict(found, **e.result))
     return found
+
+
+def lock_options():
+    """The suboptions of sglang_server's lock: host_lock's options, less state, and take."""
+    spec = dict((k, v) for k, v in locks.argument_spec().items() if k != 'state')
+    spec['take'] = dict(type='bool', default=False)
+    return spec
+
+
+class _StopLock:
+    """The host lock around a stop (its lock option, OPTIONS; None for none): taken or checked on entry, before
+    anything is drained or signalled; checked again (check_again) or released on exit. ``result`` is what the stop
+    reports of it (None without a lock). On exit an ActionFailed gets the lock's state in its result too."""
+
+    def __init__(self, options, deps):
+        self.options, self.deps = options, deps
+        self.lock = locks.HostLock(options['path']) if options else None
+        self.result = None
+
+    def __enter__(self):
+        if self.lock is None:
+            return self
+        o = self.options
+        try:
+            held = locks.act(self.lock, 'present' if o['take'] else 'held', o['run'], o['owner'], o['max_age'],
+                             self.deps.check_mode)
+        except locks.ERRORS as e:
+            failure = locks.failure(self.lock, e)
+            raise ActionFailed('%s Nothing was drained or signalled.' % failure.pop('msg'),
+                               dict(failure, signalled=False, lock_lost=True))
+        self.result = {'path': self.lock.path, 'owner': held['owner'], 'taken_over': held.get('taken_over'),
+                       'released': False}
+        return self
+
+    def check_again(self, found):
+        """With a lock that the run held before the stop: fail, with FOUND, where it no longer holds it."""
+        if self.lock is None or self.options['take']:
+            return
+        try:
+            locks.act(self.lock, 'held', self.options['run'])
+        except locks.ERRORS as e:
+            failure = locks.failure(self.lock, e)
+            raise ActionFailed('%s The stop itself was done when this was found.' % failure.pop('msg'),
+                               dict(found, lock_lost=True, **failure))
+
+    def __exit__(self, kind, error, trace):
+        if self.result is not None and self.options['take'] and not self.deps.check_mode:
+            try:
+                self.result['released'] = locks.act(self.lock, 'absent', self.options['run'])['released']
+            except locks.ERRORS as e:
+                self.deps.warn('the host lock was not released: %s' % locks.failure(self.lock, e)['msg'])
+        if isinstance(error, ActionFailed) and self.result is not None:
+            error.result.setdefault('lock', self.result)
+        return False
 
 
 def _owned(servers, owners, named, deps):

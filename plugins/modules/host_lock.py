@@ -150,17 +150,7 @@ age:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.host.plugins.module_utils._lock import HostLock, LockError, LockHeld, LockLost
-
-
-def argument_spec():
-    return dict(
-        path=dict(type='path', default='/run/gpuops'),
-        state=dict(type='str', choices=['present', 'held', 'absent'], default='present'),
-        run=dict(type='str', required=True),
-        owner=dict(type='dict', default={}),
-        max_age=dict(type='int', default=21600),
-    )
+from ansible_collections.gpuops.host.plugins.module_utils._lock import ERRORS, HostLock, act, argument_spec, failure
 
 
 def main():
@@ -168,18 +158,9 @@ def main():
     p = module.params
     lock = HostLock(p['path'])
     try:
-        if p['state'] == 'present':
-            result = lock.acquire(dict(p['owner'], run=p['run']), p['max_age'], module.check_mode)
-        elif p['state'] == 'held':
-            result = lock.check(p['run'])
-        else:
-            result = lock.release(p['run'], module.check_mode)
-    except LockHeld as e:
-        module.fail_json(msg=str(e), lock=lock.path, holder=e.owner, age=round(e.age, 1))
-    except LockLost as e:
-        module.fail_json(msg=str(e), lock=lock.path, holder=e.owner, age=None if e.age is None else round(e.age, 1))
-    except (LockError, OSError) as e:
-        module.fail_json(msg="Cannot use the lock %s: %s" % (lock.path, e))
+        result = act(lock, p['state'], p['run'], p['owner'], p['max_age'], module.check_mode)
+    except ERRORS as e:
+        module.fail_json(**failure(lock, e))
     module.exit_json(lock=lock.path, **result)
 
 

@@ -59,7 +59,8 @@ description:
     users, and the other options of gpu_reap in O(reap)), the wait until every GPU is clean (O(verify)), and, where a
     server had a parent that may start it again, the watch of V(settle) for O(settle) seconds. Every option is
     checked, and NVML opened, before anything is drained or signalled. With no server and nothing left to stop, it
-    changes nothing. RV(signalled) says, in a failure too, whether anything was signalled.
+    changes nothing. RV(signalled) says, in a failure too, whether anything was signalled. With O(lock) the stop
+    also takes, or checks, the host lock before it touches anything, and releases, or checks, it when it is done.
   - V(settle) watches, for O(timeout) seconds after a stop, for a new server that a wrapper (a C(while true)
     loop, a script), a unit or a container started again, and fails naming it, what started it and the command
     that disables that.
@@ -329,6 +330,29 @@ options:
         the result warns.
     type: bool
     default: false
+  lock:
+    description:
+      - For V(stop), the host lock of M(gpuops.host.host_lock) around the stop, in the same call - so the lock costs no
+        round trip of its own. Without it the stop does not look at any lock.
+      - With O(lock.take=false) the run O(lock.run) must hold the lock already - checked before anything is drained or
+        signalled, and again when the stop is done, so that a run that lost the lock to a stale-lock break on another
+        controller stops there (RV(lock_lost)).
+      - With O(lock.take=true) the stop takes the lock for O(lock.run) before anything is drained or signalled - failing,
+        with nothing touched, where another run holds it, as host_lock does - and releases it when it ends, whatever
+        the outcome. In check mode it neither takes nor releases it.
+    type: dict
+    suboptions:
+      run:
+        description: The run that holds or takes the lock, as host_lock's O(gpuops.host.host_lock#module:run).
+        type: str
+        required: true
+      take:
+        description: Take the lock for the stop and release it after (V(true)), or check that O(lock.run) holds it (V(false)).
+        type: bool
+        default: false
+      path: {description: host_lock's O(gpuops.host.host_lock#module:path)., type: path, default: /run/gpuops}
+      owner: {description: host_lock's O(gpuops.host.host_lock#module:owner)., type: dict, default: {}}
+      max_age: {description: host_lock's O(gpuops.host.host_lock#module:max_age)., type: int, default: 21600}
   stopped:
     description:
       - For V(settle), the servers just stopped, each with C(pid) and C(start) (RV(servers) of V(find)); any other
@@ -491,6 +515,17 @@ EXAMPLES = r"""
       expected_count: 8
   register: stopped
 
+- name: The same stop under the host lock, taken and released in the same call
+  gpuops.host.sglang_server:
+    action: stop
+    record_path: /var/lib/gpuops/sglang/server.json
+    lock:
+      run: "{{ run_id }}"
+      take: true
+      owner: {playbook: "{{ ansible_play_name }}"}
+    verify:
+      expected_count: 8
+
 - name: Wait for readiness, quoting the log if the server dies while loading
   gpuops.host.sglang_server:
     action: ready
@@ -529,6 +564,26 @@ reap:
   returned: action is stop and the stop got that far
   type: dict
   sample: {stopped: [{pid: 4200, signals: [SIGTERM]}], foreign: [], elapsed: 4.31, verify: {clean: true, count: 8}}
+lock:
+  description:
+    - V(stop) with O(lock) - the lock file, the record of the run that held it during the stop (C(owner)), the stale
+      record that taking it replaced (C(taken_over)), and whether the stop released it (C(released)).
+  returned: action is stop and lock is set
+  type: dict
+  sample: {path: /run/gpuops/lock.json, owner: {run: 20260101T000000Z-42}, taken_over: null, released: true}
+lock_lost:
+  description:
+    - V(stop) with O(lock) - true in the failure of a stop whose run could not take the lock (O(lock.take=true)), did
+      not hold it, or no longer held it when the stop was done; RV(signalled) says whether it had stopped anything by
+      then.
+  returned: failure of stop with lock
+  type: bool
+  sample: true
+holder:
+  description: V(stop) with O(lock) - the record of the run that holds the lock, when the stop fails because of it.
+  returned: failure of stop because of the lock
+  type: dict
+  sample: {run: 20260101T060100Z-77, playbook: Restart SGLang in tuning mode, controller: ops-2}
 settled:
   description:
     - V(stop) - what V(settle) returned, where a server had a parent that may start it again; null where none had.
@@ -934,7 +989,7 @@ from ansible_collections.gpuops.host.plugins.module_utils._procs import ProcFS
 from ansible_collections.gpuops.host.plugins.module_utils._reap import MissingLibrary, Run
 from ansible_collections.gpuops.host.plugins.module_utils._reap_options import argument_spec as reap_argument_spec
 from ansible_collections.gpuops.host.plugins.module_utils._sglang import (
-    ACTIONS, STOP_SETS, ActionFailed, Deps, perform, secrets_of,
+    ACTIONS, STOP_SETS, ActionFailed, Deps, lock_options, perform, secrets_of,
 )
 from ansible_collections.gpuops.host.plugins.module_utils._verify import wait_argument_spec
 
@@ -973,6 +1028,7 @@ def main():
             verify=dict(type='dict', options=wait_argument_spec()),
             settle=dict(type='float', default=2),
             disable_supervisors=dict(type='bool', default=False),
+            lock=dict(type='dict', options=lock_options()),
             stopped=dict(type='list', elements='dict', default=[]),
             default_url=dict(type='str', default='http://127.0.0.1:30000'),
             other_namespaces=dict(type='bool', default=False),

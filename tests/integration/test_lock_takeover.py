@@ -2,8 +2,9 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """A restart whose host lock another controller takes over mid-run (a stale-lock break) stops before the old server
-is touched, naming the run that holds the lock now. A real ansible-playbook run against a simulated node; the
-takeover rewrites the lock file as host_lock's rename(2) does, while the launch reads the model ahead."""
+is touched, naming the run that holds the lock now: the stop's own call checks the lock before it drains or signals.
+A real ansible-playbook run against a simulated node; the takeover rewrites the lock file as host_lock's rename(2)
+does, while the launch reads the model ahead."""
 
 from __future__ import annotations
 
@@ -62,7 +63,11 @@ def test_a_lock_taken_over_during_the_prefetch_fails_the_restart_before_the_stop
         assert proc.returncode != 0, output
         assert ("This run (%s) no longer holds the lock %s on this host: it is now held by run 20260101T060000Z-77 "
                 "(Restart SGLang in tuning mode) from ops-2" % (ours["run"], lock)) in output, output
-        assert "TASK [gpuops.host.sglang_stop" not in output, output
+        # The stop's own call found it before it touched the server, and the launch did nothing more.
+        assert ("Another controller may have broken the lock as stale (its max_age); stopping before this run acts on the "
+                "host again. Nothing was drained or signalled.") in " ".join(output.split()), output
+        assert "TASK [gpuops.host.sglang_launch : Fail, this run having lost the host lock]" in output, output
+        assert "TASK [gpuops.host.sglang_launch : Stop what failed, record it" not in output, output
         assert node.main_pids() == [old] and node.healthy()
         # The other run's lock is left as it is.
         with open(lock) as f:

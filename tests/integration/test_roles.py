@@ -265,6 +265,19 @@ def test_lock_held_by_another_run_is_refused_and_a_stale_one_taken_over(node, fl
     assert "node1  FAILED  extraction  -" in run.output
     assert_untouched(node, pid)
 
+    # The stop takes the lock in its own call: refused there, before anything is drained or signalled.
+    refused = fleet.playbook("stop_sglang.yml")
+
+    assert refused.rc != 0
+    text = " ".join(refused.output.split())
+    assert ("Another gpuops run holds the lock %s on this host: run 20260101T000000Z-42 (Restart SGLang in tuning "
+            "mode) by alice, from bastion, taken " % lock) in text, refused.output
+    assert "Nothing was drained or signalled." in text
+    assert "node1  FAILED  stop" in refused.output
+    assert_untouched(node, pid)
+    with open(lock) as f:
+        assert json.load(f) == owner
+
     with open(lock, "w") as f:
         json.dump(dict(owner, taken=time.time() - 7200), f)  # the age is the host's clock minus this
     stop = fleet.playbook("stop_sglang.yml", "-e", "gpuops_lock_max_age=3600")

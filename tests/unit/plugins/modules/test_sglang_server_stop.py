@@ -7,6 +7,7 @@ nothing (it is listed undrained), stopped by gpu_reap's escalation, and the GPUs
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -17,6 +18,7 @@ import uuid
 import pytest
 
 from ansible_collections.gpuops.host.plugins.module_utils import _reap as reap_run
+from ansible_collections.gpuops.host.plugins.module_utils._lock import HostLock
 from ansible_collections.gpuops.host.plugins.modules import sglang_server
 
 
@@ -142,3 +144,104 @@ def test_no_server_and_nothing_to_stop_changes_nothing(run_module, node, tmp_pat
     outcome, result, dummy = run_module(sglang_server, args)
     assert outcome == 'exit' and not result['changed'] and not result['signalled']
     assert result['servers'] == [] and result['reap']['verify']['clean'] is True
+
+
+# -- the host lock in the same call --
+
+def read_lock(path):
+    try:
+        with open(os.path.join(path, 'lock.json')) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+
+
+def test_a_stop_that_takes_the_lock_holds_it_while_it_stops_and_releases_it(run_module, node, server, tmp_path):
+    args, parent, child = server
+    lock_dir = str(tmp_path / 'lock')
+    outcome, result, dummy = run_module(sglang_server, dict(args, lock={'run': 'run-a', 'take': True, 'path': lock_dir,
+                                                                        'owner': {'playbook': 'Stop SGLang'}}))
+    assert outcome == 'exit' and result['signalled'], result
+    assert result['lock']['owner']['run'] == 'run-a' and result['lock']['owner']['playbook'] == 'Stop SGLang'
+    assert result['lock']['released'] is True and result['lock']['path'] == os.path.join(lock_dir, 'lock.json')
+    assert read_lock(lock_dir) is None
+    assert not alive(parent.pid) and not alive(child)
+
+
+def test_a_lock_held_by_another_run_fails_the_stop_before_anything_is_touched(run_module, node, server, tmp_path):
+    args, parent, child = server
+    lock_dir = str(tmp_path / 'lock')
+    HostLock(lock_dir).acquire({'run': 'run-b', 'playbook': 'Restart SGLang in tuning mode'}, 3600)
+    for check_mode in (True, False):
+        outcome, result, dummy = run_module(sglang_server, dict(args, _ansible_check_mode=check_mode,
+                                                                lock={'run': 'run-a', 'take': True, 'path': lock_dir}))
+        assert outcome == 'fail', result
+        assert result['msg'].startswith('Another gpuops run holds the lock %s/lock.json on this host: run run-b '
+                                        '(Restart SGLang in tuning mode)' % lock_dir), result['msg']
+        assert result['msg'].endswith(' Nothing was drained or signalled.')
+        assert result['signalled'] is False and result['lock_lost'] is True and result['holder']['run'] == 'run-b'
+        assert 'servers' not in result
+    assert read_lock(lock_dir)['run'] == 'run-b'
+    assert alive(parent.pid) and alive(child)
+
+
+def test_a_failed_stop_releases_the_lock_it_took(run_module, node, server, holder, tmp_path):
+    args, parent, child = server
+    node.allocate(2, 4096, pid=holder.pid)
+    lock_dir = str(tmp_path / 'lock')
+    outcome, result, dummy = run_module(sglang_server, dict(args, verify={'expected_count': 4, 'timeout': 0.3},
+                                                            lock={'run': 'run-a', 'take': True, 'path': lock_dir}))
+    assert outcome == 'fail' and result['signalled'] is True
+    assert result['lock']['released'] is True and read_lock(lock_dir) is None
+
+
+def test_check_mode_neither_takes_nor_releases_the_lock(run_module, node, server, tmp_path):
+    args, parent, child = server
+    lock_dir = str(tmp_path / 'lock')
+    outcome, result, dummy = run_module(sglang_server, dict(args, _ansible_check_mode=True,
+                                                            lock={'run': 'run-a', 'take': True, 'path': lock_dir}))
+    assert outcome == 'exit' and result['lock']['owner']['run'] == 'run-a' and result['lock']['released'] is False
+    assert not os.path.exists(lock_dir)
+
+
+TAKES_OVER_ON_SIGTERM = '''
+import json, os, signal, sys, time
+def take_over(signum, frame):
+    tmp = os.path.join(sys.argv[1], '.takeover.tmp')
+    with open(tmp, 'w') as f:
+        json.dump({'run': 'run-b', 'playbook': 'Restart SGLang in tuning mode', 'taken': time.time()}, f)
+    os.rename(tmp, os.path.join(sys.argv[1], 'lock.json'))
+    sys.exit(0)
+signal.signal(signal.SIGTERM, take_over)
+time.sleep(60)
+'''
+
+
+def test_a_lock_that_the_run_holds_is_checked_before_the_stop_and_again_after_it(run_module, node, server, tmp_path):
+    args, parent, child = server
+    lock_dir = str(tmp_path / 'lock')
+    HostLock(lock_dir).acquire({'run': 'run-a'}, 3600)
+    outcome, result, dummy = run_module(sglang_server, dict(args, lock={'run': 'run-a', 'path': lock_dir}))
+    assert outcome == 'exit' and result['signalled'] and result['lock']['released'] is False, result
+    assert read_lock(lock_dir)['run'] == 'run-a', 'a lock that the stop did not take stays'
+
+    # Another controller breaks the lock while the stop runs: here, the server being stopped does it on SIGTERM.
+    mark = 'gpuops-test-%s' % uuid.uuid4().hex
+    taker = subprocess.Popen([sys.executable, '-c', TAKES_OVER_ON_SIGTERM, lock_dir, mark])
+    try:
+        time.sleep(0.5)
+        outcome, result, dummy = run_module(sglang_server, dict(args, patterns=[mark], lock={'run': 'run-a',
+                                                                                             'path': lock_dir}))
+        assert outcome == 'fail', result
+        assert result['msg'].startswith('This run (run-a) no longer holds the lock %s/lock.json on this host: it is '
+                                        'now held by run run-b' % lock_dir), result['msg']
+        assert result['msg'].endswith(' The stop itself was done when this was found.')
+        assert result['lock_lost'] is True and result['signalled'] is True and result['holder']['run'] == 'run-b'
+        assert [s['pid'] for s in result['servers']] == [taker.pid]
+    finally:
+        taker.kill()
+        taker.wait()
+
+    # A lock held by nobody, or another run, fails the next stop before it touches anything.
+    outcome, result, dummy = run_module(sglang_server, dict(args, lock={'run': 'run-a', 'path': lock_dir}))
+    assert outcome == 'fail' and result['signalled'] is False and result['msg'].endswith('Nothing was drained or signalled.')
