@@ -226,18 +226,25 @@ def _explain_stop(stop, overhead):
     if pb and pb["over_own_exit_s"]["median"] is not None and pb["over_own_exit_s"]["median"] > 1.0:
         over = pb["over_own_exit_s"]["median"]
         after = pb["seconds"]["median"] - pb["gpus_clean_s"]["median"]
-        text = ("stop_sglang.yml: %.2f s over the server's own exit, %.2f s more than the 1.0 s allowed. Before the "
-                "SIGTERM: %.2f s, of which ansible-playbook's start-up until its first task result %.2f s and %s "
-                "remote tasks before the stop's own (the host lock); the stop itself is one call (sglang_server's stop: "
-                "find, drain, signal, wait for the exit, verify); after the GPUs were free: "
-                "%.2f s for %s remote tasks (the stop noticing the exit and verifying the GPUs, unlock) and the summary." % (
-                    over, over - 1.0, pb["sigterm_s"]["median"], pb["first_task_s"]["median"],
-                    _s(pb["remote_tasks_before_sigterm"]["median"], "", 0), after,
-                    _s(pb["remote_tasks_after_free"]["median"], "", 0)))
+        text = ("stop_sglang.yml: %.2f s over the server's own exit, %.2f s more than the 1.0 s allowed. The stop is one "
+                "remote task (sglang_server's stop: host lock, find, drain, signal, wait for the exit, verify, "
+                "unlock); %s remote tasks ran before the SIGTERM and %s after the GPUs were free. Before the SIGTERM: "
+                "%.2f s, of which ansible-playbook's start-up until its first task result %.2f s" % (
+                    over, over - 1.0, _s(pb["remote_tasks_before_sigterm"]["median"], "", 0),
+                    _s(pb["remote_tasks_after_free"]["median"], "", 0), pb["sigterm_s"]["median"],
+                    pb["first_task_s"]["median"]))
+        start, end = pb.get("call_start_s", {}).get("median"), pb.get("call_end_s", {}).get("median")
+        if None not in (start, end):
+            text += (", the tasks that run on the controller only (argument checks, facts) until the call's start "
+                     "%.2f s, and the call's own start until its SIGTERM (Ansible's worker, the module's transfer and "
+                     "Python start-up, then find and drain) %.2f s. After the GPUs were free: %.2f s until the call's "
+                     "result (its next poll of the processes and the GPUs, its exit) and %.2f s for the report, the "
+                     "summary and ansible-playbook's exit." % (
+                         start - pb["first_task_s"]["median"], pb["sigterm_s"]["median"] - start,
+                         end - pb["gpus_clean_s"]["median"], pb["seconds"]["median"] - end))
+        else:
+            text += "; after the GPUs were free: %.2f s." % after
         if call is not None:
             text += " A remote task costs about %.2f s here (measurement 'module overhead')." % call
-        text += (" The goal counts the playbook from its start, so ansible-playbook's own start-up (%.2f s here), "
-                 "the lock, the unlock and the summary count against 1.0 s beside the stop's one call." % (
-                     pb["first_task_s"]["median"]))
         out.append(text)
     return out

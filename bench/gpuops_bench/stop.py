@@ -42,6 +42,10 @@ DEFINITION = (
     "process listed and v2 used <= 32 MiB on all 8 GPUs) first saw all GPUs at baseline; none when it never did.")
 
 
+# The task of the stop's one call in stop_sglang.yml (roles/sglang_stop/tasks/main.yml).
+STOP_CALL = r"^gpuops\.host\.sglang_stop : Find, drain, stop through the supervisors"
+
+
 def _trial(method, variant, workdir, ansible, watchdog):
     with TrialNode(workdir, faults=VARIANTS[variant], watchdog=watchdog) as node:
         inventory = node.inventory()
@@ -88,6 +92,11 @@ def _trial(method, variant, workdir, ansible, watchdog):
             detail["remote_tasks_before_sigterm"] = len(tasks.remote(end=sigterm))
             detail["remote_tasks_after_free"] = len(tasks.remote(start=clean_at))
             detail["first_task_s"] = round((tasks.records[0]["t"] if tasks.records else start) - start, 3)
+            # The stop's one call (sglang_server's stop) from its start to its result.
+            call_start, call_end = tasks.started(STOP_CALL), tasks.first(STOP_CALL)
+            if None not in (call_start, call_end):
+                detail["call_start_s"] = round(call_start - start, 3)
+                detail["call_end_s"] = round(call_end - start, 3)
         census = node.census()
     if method in ("hand_a", "hand_b"):
         verified_at = max(end, clean_at) if clean_at else None
@@ -140,6 +149,8 @@ def run(rounds, watchdog=5.0, methods=None):
                        "remote_tasks_before_sigterm": summary([t.get("remote_tasks_before_sigterm") for t in ts]),
                        "remote_tasks_after_free": summary([t.get("remote_tasks_after_free") for t in ts]),
                        "first_task_s": summary([t.get("first_task_s") for t in ts]),
+                       "call_start_s": summary([t.get("call_start_s") for t in ts]),
+                       "call_end_s": summary([t.get("call_end_s") for t in ts]),
                        "clean": "%d/%d" % (sum(t["node_clean"] for t in ts), len(ts)),
                        "all_clean": all(t["node_clean"] for t in ts),
                        "decoys_killed": killed}
