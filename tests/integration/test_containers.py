@@ -146,6 +146,9 @@ def test_an_extraction_server_launched_in_a_container_passes_every_check_and_sho
         assert needle not in cmdlines, needle
         assert needle not in run.output, needle
     assert "TASK [gpuops.host.sglang_launch : Start the server in its container, as its user]" in run.output
+    # the earlier runs' containers are removed while the old server still serves: no remote task of it in the downtime
+    assert (run.output.index("TASK [gpuops.host.sglang_launch : Find the exited containers of the collection's earlier")
+            < run.output.index("TASK [gpuops.host.sglang_stop : Find, drain, stop"))
 
     again = fleet.playbook("restart_extraction.yml", "-e", extra)
     assert again.rc == 0, again.output[-5000:]
