@@ -43,23 +43,34 @@ def _trial(variant, workdir, model, think):
         fleet = BenchFleet(workdir, [node], **VARIANTS[variant])
         evict(model)
         try:
-            with LogTail(node.log_globs()) as tail, LoadGen(node.url, think=think) as load:
-                deadline = time.monotonic() + 30
-                while sum(ok for dummy, dummy2, ok in load.done) < 3 and time.monotonic() < deadline:
-                    time.sleep(0.1)
-                run = fleet.run("restart_extraction.yml", tag="restart")
-                deadline = time.monotonic() + 30
-                while time.monotonic() < deadline and not (load.done and load.done[-1][2]
-                                                           and load.done[-1][1] > run["start"] + run["wall"]):
-                    time.sleep(0.1)
-            sigterm, dummy = tail.first(SIGTERM_LINE, path=node.hand_log())
-            free = next((t for t, clean in watch.events if clean and sigterm and t >= sigterm), None)
-            ready, ready_log = tail.first(READY_LINE, after=free) if free else (None, None)
-            new = node.main_pids()
-            new_start = process_start(node.sandbox, new[-1]) if new else None
-            load_read = tail.first(r"Load weight end\. elapsed=", after=free)[0] if free else None
+            measured = restart_under_load(fleet, node, LogTail(node.log_globs()), watch, think, node.hand_log())
         finally:
             watch.close()
+    t = {"variant": variant}
+    t.update(measured)
+    return t
+
+
+def restart_under_load(fleet, node, tail, watch, think, old_log=None, playbook="restart_extraction.yml"):
+    """Run PLAYBOOK through FLEET (a BenchFleet) while a LoadGen sends to NODE's server, TAIL (a LogTail or
+    ContainerLogs, not yet entered) takes the servers' output and WATCH (a Watch in the node) the GPUs' state; the
+    downtime split as DEFINITION says, the old server's SIGTERM line taken from OLD_LOG (any source when None).
+    The node must still run: the new server's start time is read from its /proc."""
+    with tail, LoadGen(node.url, think=think) as load:
+        deadline = time.monotonic() + 30
+        while sum(ok for dummy, dummy2, ok in load.done) < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        run = fleet.run(playbook, tag="restart")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (load.done and load.done[-1][2]
+                                                   and load.done[-1][1] > run["start"] + run["wall"]):
+            time.sleep(0.1)
+    sigterm, dummy = tail.first(SIGTERM_LINE, path=old_log)
+    free = next((t for t, clean in watch.events if clean and sigterm and t >= sigterm), None)
+    ready, ready_log = tail.first(READY_LINE, after=free) if free else (None, None)
+    new = node.main_pids()
+    new_start = process_start(node.sandbox, new[-1]) if new else None
+    load_read = tail.first(r"Load weight end\. elapsed=", after=free)[0] if free else None
     weight_s = None
     if load_read:
         lines = [line for t, p, line in tail.lines if t == load_read and "Load weight end" in line]
@@ -67,7 +78,7 @@ def _trial(variant, workdir, model, think):
     last_old = load.last_ok_before(free) if free else None
     first_new = load.first_ok_after(free) if free else None
     tasks = Tasks(run["timeline"])
-    t = {"variant": variant, "rc": run["rc"], "wall": round(run["wall"], 3)}
+    t = {"rc": run["rc"], "wall": round(run["wall"], 3)}
     if None in (sigterm, free, ready, new_start, last_old, first_new) or run["rc"] != 0:
         t["error"] = "incomplete timeline: sigterm=%s free=%s ready=%s new_start=%s last_old=%s first_new=%s rc=%s" % (
             sigterm, free, ready, new_start, last_old, first_new, run["rc"])
@@ -77,8 +88,9 @@ def _trial(variant, workdir, model, think):
     exit_in_window = free - max(sigterm, last_old)
     load_s = min(ready, first_new) - new_start      # a request can complete before the ready line is written
     remote = tasks.remote(start=sigterm, end=ready)
-    t.update(downtime=round(downtime, 3), old_exit=round(free - sigterm, 3), old_exit_in_window=round(exit_in_window, 3),
-             new_load=round(load_s, 3), weight_load=weight_s, overhead=round(downtime - exit_in_window - load_s, 3),
+    t.update(downtime=round(downtime, 3), old_exit=round(free - sigterm, 3),
+             old_exit_in_window=round(exit_in_window, 3), new_load=round(load_s, 3), weight_load=weight_s,
+             overhead=round(downtime - exit_in_window - load_s, 3),
              gap_free_to_start=round(new_start - free, 3), ready_to_first_request=round(first_new - ready, 3),
              last_old_after_sigterm=round(last_old - sigterm, 3),
              remote_tasks_stop_to_ready=len(remote), remote_tasks_total=len(tasks.remote()),
@@ -101,20 +113,24 @@ def run(rounds, weights_mib=1024, shards=8, think=0.3, variants=None):
                     t["downtime"], t["old_exit_in_window"], t["new_load"], t["overhead"],
                     t["remote_tasks_stop_to_ready"])))
             trials.append(t)
-    rows = {}
-    for variant in variants:
-        ts = [t for t in trials if t["variant"] == variant and "error" not in t]
-        rows[variant] = dict((key, summary([t[key] for t in ts])) for key in (
-            "downtime", "old_exit", "old_exit_in_window", "new_load", "weight_load", "overhead", "gap_free_to_start",
-            "ready_to_first_request", "remote_tasks_stop_to_ready", "remote_tasks_total", "failed_requests", "wall"))
-        rows[variant]["runs"] = "%d/%d" % (len(ts), sum(1 for t in trials if t["variant"] == variant))
-        if ts:
-            rows[variant]["remote_task_names"] = ts[0]["remote_task_names"]
+    rows = dict((variant, summarize([t for t in trials if t["variant"] == variant])) for variant in variants)
     if "default" in rows and "prefetch" in rows:
         for key in ("downtime", "new_load", "weight_load"):
             rows["prefetch"][key + "_ratio"] = ratio(rows["prefetch"][key]["median"], rows["default"][key]["median"])
     return {"definition": DEFINITION.format(weights=weights_mib, think=think), "weights_mib": weights_mib,
             "rows": rows, "trials": trials}
+
+
+def summarize(trials):
+    """Medians and min-max of restart_under_load's figures over TRIALS, the failed ones counted in "runs" only."""
+    ts = [t for t in trials if "error" not in t]
+    out = dict((key, summary([t[key] for t in ts])) for key in (
+        "downtime", "old_exit", "old_exit_in_window", "new_load", "weight_load", "overhead", "gap_free_to_start",
+        "ready_to_first_request", "remote_tasks_stop_to_ready", "remote_tasks_total", "failed_requests", "wall"))
+    out["runs"] = "%d/%d" % (len(ts), len(trials))
+    if ts:
+        out["remote_task_names"] = ts[0]["remote_task_names"]
+    return out
 
 
 def _fmt(s, digits=2):
@@ -134,18 +150,8 @@ def goals(result):
 
 
 def markdown(result):
-    out = ["## Downtime per node: restart_extraction.yml under a steady load", "", result["definition"], "",
-           "| Variant | Downtime (s) | min-max | Old server's exit (s) | New server's load (s) | of it weight load (s) "
-           "| Overhead (s) | GPUs free -> new process (s) | Ready -> first request (s) | Remote tasks stop->ready "
-           "| Remote tasks in all | Failed requests | Runs |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for variant, row in result["rows"].items():
-        out.append("| %s | %s | %s-%s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            variant, _fmt(row["downtime"]), _fmt({"median": row["downtime"]["min"]}),
-            _fmt({"median": row["downtime"]["max"]}), _fmt(row["old_exit_in_window"]), _fmt(row["new_load"]),
-            _fmt(row["weight_load"]), _fmt(row["overhead"]), _fmt(row["gap_free_to_start"]),
-            _fmt(row["ready_to_first_request"]), _fmt(row["remote_tasks_stop_to_ready"], 0),
-            _fmt(row["remote_tasks_total"], 0), _fmt(row["failed_requests"], 0), row["runs"]))
+    out = ["## Downtime per node: restart_extraction.yml under a steady load", "", result["definition"], ""]
+    out += table(result["rows"])
     prefetch = result["rows"].get("prefetch", {})
     if prefetch.get("downtime_ratio"):
         out += ["", "With the prefetch: downtime %.2f of the default's, new server's load %.2f, weight load %s." % (
@@ -154,6 +160,22 @@ def markdown(result):
     if names:
         out += ["", "Remote tasks between the SIGTERM and the ready line (default, first run): " +
                 "; ".join("%d. %s" % (i + 1, n) for i, n in enumerate(names)) + "."]
+    return out
+
+
+def table(rows, first="Variant"):
+    """The markdown table of ROWS (label -> summarize()), a row per label under the heading FIRST."""
+    out = ["| %s | Downtime (s) | min-max | Old server's exit (s) | New server's load (s) | of it weight load (s) "
+           "| Overhead (s) | GPUs free -> new process (s) | Ready -> first request (s) | Remote tasks stop->ready "
+           "| Remote tasks in all | Failed requests | Runs |" % first,
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for label, row in rows.items():
+        out.append("| %s | %s | %s-%s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            label, _fmt(row["downtime"]), _fmt({"median": row["downtime"]["min"]}),
+            _fmt({"median": row["downtime"]["max"]}), _fmt(row["old_exit_in_window"]), _fmt(row["new_load"]),
+            _fmt(row["weight_load"]), _fmt(row["overhead"]), _fmt(row["gap_free_to_start"]),
+            _fmt(row["ready_to_first_request"]), _fmt(row["remote_tasks_stop_to_ready"], 0),
+            _fmt(row["remote_tasks_total"], 0), _fmt(row["failed_requests"], 0), row["runs"]))
     return out
 
 

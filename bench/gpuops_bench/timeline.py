@@ -11,6 +11,7 @@ import glob
 import json
 import os
 import re
+import subprocess
 import threading
 import time
 import urllib.error
@@ -76,18 +77,48 @@ class Tasks:
     def started(self, name_pattern, host=None):
         return self.first(name_pattern, host, event="start")
 
+    def span(self, action, role=None, host=None):
+        """Seconds from the start record to the ok record of the first task of ACTION (in ROLE), or None."""
+        start = None
+        for r in self.records:
+            if r["action"] != action or (host and r["host"] != host):
+                continue
+            if role and r["task"].split(" : ", 1)[0].rsplit(".", 1)[-1] != role:     # "gpuops.host.ROLE : name"
+                continue
+            if r["ev"] == "start" and start is None:
+                start = r["t"]
+            elif r["ev"] == "ok" and start is not None:
+                return r["t"] - start
+        return None
 
-class LogTail:
+
+class Lines:
+    """Lines of server output, each with the monotonic time at which it was seen and where it came from."""
+
+    def __init__(self):
+        self.lines = []           # (monotonic, source, line)
+        self._lock = threading.Lock()
+
+    def first(self, pattern, after=None, path=None):
+        """(time, source) of the first line matching PATTERN, at or after AFTER, from PATH (any source)."""
+        rx = re.compile(pattern)
+        with self._lock:
+            for t, p, line in self.lines:
+                if (after is None or t >= after) and (path is None or p == path) and rx.search(line):
+                    return t, p
+        return None, None
+
+
+class LogTail(Lines):
     """Reads every file matching GLOBS every 10 ms and notes when each new line appeared."""
 
     def __init__(self, globs, interval=0.01):
+        super().__init__()
         self.globs = list(globs)
         self.interval = interval
-        self.lines = []           # (monotonic, path, line)
         self._pos = {}
         self._partial = {}
         self._stop = threading.Event()
-        self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self):
@@ -132,14 +163,62 @@ class LogTail:
         while not self._stop.wait(self.interval):
             self._scan()
 
-    def first(self, pattern, after=None, path=None):
-        """(time, path) of the first line matching PATTERN, at or after AFTER, in PATH (any file)."""
-        rx = re.compile(pattern)
-        with self._lock:
-            for t, p, line in self.lines:
-                if (after is None or t >= after) and (path is None or p == path) and rx.search(line):
-                    return t, p
-        return None, None
+
+class ContainerLogs(Lines):
+    """The output of containers as `docker logs --follow` delivers it, each line timed as it arrives: CONTAINERS
+    from now on, and every container that starts later with the label LABEL from its first line (`docker events`
+    names them). The source of a line is its container's name. ENV points the client at the engine."""
+
+    def __init__(self, env, containers=(), label=None, client="docker"):
+        super().__init__()
+        self.env = dict(os.environ, **env)
+        self.client = client
+        self.containers = list(containers)
+        self.label = label
+        self._procs = []
+        self._threads = []
+
+    def __enter__(self):
+        for name in self.containers:
+            self._follow(name, ["--tail", "0"])
+        if self.label:
+            events = self._popen(["events", "--filter", "type=container", "--filter", "event=start",
+                                  "--filter", "label=" + self.label, "--format", "{{.Actor.Attributes.name}}"],
+                                 stderr=subprocess.DEVNULL)
+            self._reader(events, lambda name: self._follow(name.strip(), []))
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _popen(self, args, stderr=subprocess.STDOUT):
+        proc = subprocess.Popen([self.client] + args, env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=stderr)
+        self._procs.append(proc)
+        return proc
+
+    def _reader(self, proc, on_line):
+        def read():
+            for raw in proc.stdout:
+                on_line(raw.decode(errors="replace").rstrip("\n"))
+        thread = threading.Thread(target=read, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _follow(self, name, options):
+        def add(line):
+            now = time.monotonic()
+            with self._lock:
+                self.lines.append((now, name, line))
+        self._reader(self._popen(["logs", "--follow"] + options + [name]), add)
+
+    def close(self):
+        for proc in list(self._procs):
+            if proc.poll() is None:
+                proc.terminate()
+            proc.wait(10)
+        for thread in list(self._threads):
+            thread.join(5)
 
 
 class LoadGen:
