@@ -757,21 +757,40 @@ def drain(p, deps, tied=False):
     return result
 
 
+def _main_process(p, deps):
+    """The main process of the supervisor that P's main_process_of names, once it has one (supervisors.main_process,
+    polled for supervisors.MAIN_PROCESS_WAIT seconds); ActionFailed, with died, when the server ended first."""
+    of = p['main_process_of']
+    what = ('the unit %s has no main process after systemctl start' % of['name'] if of['kind'] == 'systemd' else
+            'the container %s has no main process after %s run' % (of['name'], of['kind']))
+    deadline = deps.clock() + supervisors.MAIN_PROCESS_WAIT
+    while True:
+        pid, ended, state = supervisors.main_process(deps.run, of['kind'], of['name'])
+        if pid > 0:
+            return pid
+        if ended or deps.clock() >= deadline:
+            raise ActionFailed('%s%s: its server exited, or never started (%s)' % (
+                what[0].upper() + what[1:], '' if ended else ' within %g s' % supervisors.MAIN_PROCESS_WAIT, state),
+                {'ready': False, 'died': True, 'pid': None, 'log_tail': []})
+        deps.sleep(0.1)
+
+
 def ready(p, deps):
     client = _client(p, deps)
     redact = _redactor(p)
-    pid = p.get('pid')
+    pid = p.get('pid') or (_main_process(p, deps) if p.get('main_process_of') else None)
     proc = deps.procfs.stat(pid) if pid else None
     if pid and proc is None:
         tail = sprocs.log_tail(p.get('log_path'), p['log_lines'], redact)
         raise ActionFailed('the SGLang server %d exited while loading, before the first check%s' % (
             pid, '. Last %d lines of %s:\n%s' % (len(tail), p['log_path'], '\n'.join(tail)) if tail else ''),
-            {'ready': False, 'died': True, 'log_tail': tail})
+            {'ready': False, 'died': True, 'log_tail': tail, 'pid': pid})
     start = proc.start if proc else None
     result = shttp.wait_ready(client, p['path'], p['timeout'], p['interval'], p['request_timeout'],
                               (lambda: sprocs.alive(deps.procfs, pid, start)) if pid else (lambda: True),
                               deps.clock, deps.sleep)
     result['last'] = redact(result['last'])
+    result['pid'] = pid
     tie = _tied(p, deps, pid, p['url']) if pid else None
     if tie is not None:
         result['listener'] = tie

@@ -109,6 +109,30 @@ def parse_show(text):
     return values
 
 
+# How long a supervisor just started may take to name its main process: systemd's Type=exec sets MainPID once the
+# server's binary runs, an engine's State.Pid once `run --detach` has returned.
+MAIN_PROCESS_WAIT = 10.0
+
+
+def main_process(run, kind, name):
+    """The main process of the unit NAME (KIND systemd) or of the container NAME (KIND docker or podman):
+    ``(pid, ended, state)``, PID 0 while there is none, ENDED when the supervisor says that the server has exited
+    (a unit failed, inactive or stopping; a container exited or dead), STATE the supervisor's words for it."""
+    if kind == 'systemd':
+        rc, out, err = run(['systemctl', 'show', '--property=MainPID,ActiveState,SubState,Result', '--', name], None)
+        show = parse_show(out) if rc == 0 else {}
+        state = ', '.join('%s=%s' % (k, show[k]) for k in ('ActiveState', 'SubState', 'Result') if k in show)
+        return (int(show.get('MainPID') or 0), show.get('ActiveState') in ('failed', 'inactive', 'deactivating'),
+                state or (err or out).strip())
+    rc, out, err = run([_ENGINE_COMMANDS[kind], 'inspect', '--type', 'container', '--format',
+                        '{{.State.Pid}} {{.State.Status}} {{.State.ExitCode}}', '--', name], None)
+    fields = out.split() if rc == 0 else []
+    if len(fields) < 3:
+        return 0, False, (err or out).strip()
+    return (int(fields[0]) if fields[0].isdigit() else 0, fields[1] in ('exited', 'dead'),
+            'Status=%s, ExitCode=%s' % (fields[1], fields[2]))
+
+
 def _seconds(usec_text):
     """systemd's time span text (``1min 30s``, ``45s``, ``500ms``, ``infinity``) in seconds; None when unknown."""
     if not usec_text or usec_text == 'infinity':

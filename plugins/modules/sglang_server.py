@@ -386,6 +386,24 @@ options:
       - For V(ready), V(drain), V(probe) and V(check_info), the process whose tree must hold the listener on the port
         of O(url) (see the description).
     type: int
+  main_process_of:
+    description:
+      - For V(ready) in place of O(pid), the supervisor that has just started the server - its main process is the
+        server. The wait first reads it - C(MainPID) of C(systemctl show) for a unit, C(State.Pid) of C(docker|podman
+        inspect) for a container - every 0.1 s for up to 10 s, and fails at once, with RV(died), when the unit has
+        failed or the container has exited before naming one, with the supervisor's state in the message. It then
+        waits as with O(pid), and returns it in RV(pid).
+    type: dict
+    suboptions:
+      kind:
+        description: What runs the server.
+        type: str
+        choices: [systemd, docker, podman]
+        required: true
+      name:
+        description: The unit (C(gpuops-sglang.service)) or the container's name.
+        type: str
+        required: true
   api_key_users:
     description:
       - For V(find) with O(drain), the users, beside root and the owner of the recorded server, whose servers are
@@ -922,10 +940,17 @@ user:
   type: str
   sample: root
 died:
-  description: V(ready) - whether the process O(pid) exited while loading.
+  description:
+    - V(ready) - whether the process O(pid) exited while loading, or the supervisor of O(main_process_of) ended
+      before it named a main process.
   returned: action is ready
   type: bool
   sample: false
+pid:
+  description: V(ready) - the server's main process, O(pid) or that of O(main_process_of); null when none was found.
+  returned: action is ready
+  type: int
+  sample: 4200
 last:
   description: V(ready) - the last answer or error.
   returned: action is ready
@@ -1035,6 +1060,9 @@ def main():
             drain=dict(type='bool', default=False),
             api_key_users=dict(type='list', elements='str', default=[], no_log=False),
             pid=dict(type='int'),
+            main_process_of=dict(type='dict', options=dict(
+                kind=dict(type='str', required=True, choices=['systemd', 'docker', 'podman']),
+                name=dict(type='str', required=True))),
             environ=dict(type='dict', default={}),
             schedulers=dict(type='int', default=1),
             timeout=dict(type='float', default=600),
@@ -1050,6 +1078,7 @@ def main():
             dump_dir=dict(type='path'),
             expect=dict(type='dict', default={}),
         ),
+        mutually_exclusive=[('pid', 'main_process_of')],
         required_if=[('action', a, ('url',)) for a in ('drain', 'ready', 'probe', 'check_info')]
         + [('action', 'check_environ', ('pid',)), ('config_file', True, ('config_path',))],
         supports_check_mode=True,

@@ -9,7 +9,9 @@ import json
 
 import pytest
 
+from ansible_collections.gpuops.host.plugins.module_utils import _sglang
 from ansible_collections.gpuops.host.plugins.module_utils import _supervisor as sup
+from ansible_collections.gpuops.host.plugins.module_utils._procs import ProcFS
 
 ID = 'a' * 64
 OTHER = 'b' * 64
@@ -163,3 +165,43 @@ def test_a_podman_stop_that_the_server_obeyed_is_not_forced():
                          ['podman', 'inspect', '--type', 'container', '--format', '{{.State.ExitCode}}', ID]]
     assert (result['forced'], result['how'], result['result']) == \
         (False, 'podman stop --time 5 team-sglang', 'exit code 0')
+
+
+@pytest.mark.parametrize('kind, answer, expected', [
+    # systemctl show prints the properties asked for as KEY=VALUE lines, in its own order (systemctl(1))
+    ('systemd', 'MainPID=4200\nActiveState=active\nSubState=running\nResult=success\n',
+     (4200, False, 'ActiveState=active, SubState=running, Result=success')),
+    # Type=exec: the unit whose binary could not be run has failed before it had a main process
+    ('systemd', 'MainPID=0\nActiveState=failed\nSubState=failed\nResult=exit-code\n',
+     (0, True, 'ActiveState=failed, SubState=failed, Result=exit-code')),
+    ('systemd', 'MainPID=0\nActiveState=activating\nSubState=start\nResult=success\n',
+     (0, False, 'ActiveState=activating, SubState=start, Result=success')),
+    # the --format of main_process itself: State.Pid, State.Status, State.ExitCode
+    ('docker', '4200 running 0\n', (4200, False, 'Status=running, ExitCode=0')),
+    ('podman', '0 exited 1\n', (0, True, 'Status=exited, ExitCode=1')),
+    ('docker', '0 created 0\n', (0, False, 'Status=created, ExitCode=0')),
+])
+def test_main_process_of_a_unit_or_a_container(kind, answer, expected):
+    engine = 'systemctl' if kind == 'systemd' else kind
+    run = Run([([engine], (0, answer, ''))])
+    assert sup.main_process(run, kind, 'gpuops-sglang.service' if kind == 'systemd' else 'gpuops-sglang-x') == expected
+
+
+def test_main_process_of_a_container_that_the_engine_does_not_know():
+    run = Run([(['docker', 'inspect'], (1, '', 'Error: No such container: gpuops-sglang-x\n'))])
+    assert sup.main_process(run, 'docker', 'gpuops-sglang-x') == (0, False, 'Error: No such container: gpuops-sglang-x')
+
+
+def test_ready_fails_at_once_when_the_unit_failed_before_it_had_a_main_process():
+    run = Run([(['systemctl', 'show'], (0, 'MainPID=0\nActiveState=failed\nSubState=failed\nResult=exit-code\n', ''))])
+    clock = iter(float(t) for t in range(100))
+    deps = _sglang.Deps(ProcFS(), run, clock=lambda: next(clock), sleep=lambda s: None)
+    params = {'action': 'ready', 'url': 'http://127.0.0.1:9', 'main_process_of': {'kind': 'systemd',
+              'name': 'gpuops-sglang.service'}, 'path': '/health', 'timeout': 600, 'interval': 1,
+              'request_timeout': 1, 'log_lines': 10}
+    with pytest.raises(_sglang.ActionFailed) as failed:
+        _sglang.ready(params, deps)
+    assert str(failed.value) == ('The unit gpuops-sglang.service has no main process after systemctl start: its server '
+                                 'exited, or never started (ActiveState=failed, SubState=failed, Result=exit-code)')
+    assert failed.value.result['died'] is True and failed.value.result['pid'] is None
+    assert len(run.calls) == 1
