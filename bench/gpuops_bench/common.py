@@ -27,7 +27,7 @@ RECOMMENDED_CFG = os.path.join(BENCH, "ansible.cfg")
 if SIM not in sys.path:
     sys.path.insert(0, SIM)
 
-from gpusim.fleet import Fleet, SimNode, collections_path  # noqa: E402
+from gpusim.fleet import Fleet, SimNode, collections_path, http_get  # noqa: E402
 
 SERVER_LOG = os.path.join("log", "sglang", "server.log")   # under the node's workdir
 # What an operator's unrelated Python job looks like (killed by `ps aux | grep python3 | ... kill -9`).
@@ -45,6 +45,15 @@ def summary(values):
 
 def ratio(a, b):
     return round(a / b, 3) if a is not None and b else None
+
+
+def wait_healthy(url, timeout=120):
+    """Wait until the server at URL answers /health with 200."""
+    deadline = time.monotonic() + timeout
+    while http_get(url + "/health", timeout=5)[0] != 200:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the server at %s did not answer /health within %d s" % (url, timeout))
+        time.sleep(0.1)
 
 
 def log(msg):
@@ -103,10 +112,11 @@ class Ansible:
 
 
 class Watch:
-    """The independent NVML poller inside a node: records when all GPUs are at baseline."""
+    """The independent NVML poller inside a node: records when all GPUs are at baseline. SB runs it (popen) with
+    PYTHON, from the directory AGENTS as the node sees it."""
 
-    def __init__(self, sb, interval=0.01):
-        self.proc = sb.popen([VENV_PYTHON, os.path.join(AGENTS, "nvml_watch.py"), str(interval)],
+    def __init__(self, sb, interval=0.01, python=VENV_PYTHON, agents=AGENTS):
+        self.proc = sb.popen([python, os.path.join(agents, "nvml_watch.py"), str(interval)],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/")
         first = self.proc.stdout.readline().split()
         if not first or first[0] != "ready":

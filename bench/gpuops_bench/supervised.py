@@ -24,13 +24,13 @@ from __future__ import annotations
 import os
 import time
 
-from .common import RECOMMENDED_CFG, REPO, WORK, Ansible, Watch, log, summary
+from .common import RECOMMENDED_CFG, REPO, WORK, Ansible, Watch, log, summary, wait_healthy
 from .downtime import restart_under_load, summarize, table
 from .nodes import REAL_PACE_ENV, BenchFleet
 from .timeline import ContainerLogs, Tasks, callback_env
 
 from gpusim import docker  # noqa: E402  (common puts tests/sim on the path)
-from gpusim.fleet import Fleet, SimNode, http_get  # noqa: E402
+from gpusim.fleet import Fleet, SimNode  # noqa: E402
 from gpusim.nvml import SIM_DIR  # noqa: E402
 
 NAME = "team-sglang"
@@ -63,14 +63,6 @@ CONTAINER_DEFINITION = (
     "timed on arrival: the container's output is not a file on the node.")
 
 
-def _healthy(node, timeout=120):
-    deadline = time.monotonic() + timeout
-    while http_get(node.url + "/health", timeout=5)[0] != 200:
-        if time.monotonic() > deadline:
-            raise RuntimeError("the container's server did not answer /health")
-        time.sleep(0.1)
-
-
 def run(rounds):
     if not docker.available():
         raise RuntimeError("dockerd is not installed (make deps installs docker.io)")
@@ -81,7 +73,7 @@ def run(rounds):
     with SimNode(os.path.join(workdir, "node"), gpus=4, name="node") as node:
         with docker.Dockerd(node.sandbox) as engine:
             engine.run_standin(node, NAME, ["--tp-size", "2", "--enable-metrics"], restart="unless-stopped")
-            _healthy(node)
+            wait_healthy(node.url)
             fleet = Fleet(workdir, [node], sglang_stop_term_timeout=60)
             playbook = os.path.join(REPO, "playbooks", "stop_sglang.yml")
             verify = os.path.join(REPO, "playbooks", "verify_gpus.yml")
@@ -110,7 +102,7 @@ def run(rounds):
                     frame.append(wall)
                     log("supervised %-16s %.2f s" % ("verify_gpus.yml", wall))
                     engine.cli("start", NAME)
-                    _healthy(node)
+                    wait_healthy(node.url)
             engine.cli("rm", "--force", NAME)
             trials = _container_trials(rounds, node, engine, os.path.join(workdir, "container"))
     a, b = summary(samples["docker stop"]), summary(samples["stop_sglang.yml"])
@@ -155,7 +147,7 @@ def _container_trials(rounds, node, engine, workdir):
                            "output_tail": serving["output"][-3000:]})
             log("supervised container round %d: restart_serving.yml failed" % (r + 1))
             continue
-        _healthy(node)
+        wait_healthy(node.url)
         old = node.record()["container"]
         watch = Watch(node.sandbox)
         try:
