@@ -14,10 +14,12 @@ import subprocess
 import time
 import traceback
 
-from . import asyncstop, chart, detect, downtime, fleet, gateway, overhead, prefetch, report, scancost, stop, supervised
+from . import (asyncstop, chart, detect, downtime, fleet, gateway, overhead, prefetch, report, scancost, stop,
+               supervised, systemd)
 from .common import BENCH, REPO, log
 
-MEASUREMENTS = ("downtime", "stop", "fleet", "prefetch", "detect", "scan", "overhead", "async", "gateway", "supervised")
+MEASUREMENTS = ("downtime", "stop", "fleet", "prefetch", "detect", "scan", "overhead", "async", "gateway", "supervised",
+                "systemd")
 
 
 def _commit():
@@ -99,6 +101,7 @@ def main(argv=None):
     runs = {
         "stop": lambda: stop.run(rounds, watchdog=args.watchdog, methods=args.stop_methods),
         "supervised": lambda: supervised.run(rounds),
+        "systemd": lambda: systemd.run(rounds),
         "detect": lambda: detect.run(max(rounds, 3) if not args.quick else 1),
         "scan": lambda: scancost.run(max(rounds, 3) if not args.quick else 1, processes=args.processes),
         "overhead": lambda: overhead.run(max(rounds, 3) if not args.quick else 1),

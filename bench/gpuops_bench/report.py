@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from . import asyncstop, downtime, fleet, gateway, prefetch, supervised
+from . import asyncstop, downtime, fleet, gateway, prefetch, supervised, systemd
 
 NAMES = {
     "hand_a": "hand procedure A", "hand_b": "hand procedure B",
@@ -27,7 +27,8 @@ def goals(results):
     """[(goal, target, measured, met)]; met is None where the measurement did not run."""
     rows = []
     for key, module_goals in (("downtime", downtime.goals), ("stop", _stop_goals), ("fleet", fleet.goals),
-                              ("prefetch", prefetch.goals), ("supervised", supervised.goals)):
+                              ("prefetch", prefetch.goals), ("supervised", supervised.goals),
+                              ("systemd", systemd.goals)):
         if results.get(key):
             rows += module_goals(results[key])
     scan = results.get("scan")
@@ -83,7 +84,7 @@ def markdown(results):
         out.append("| %s | %s | %s | %s |" % (goal, target, measured, met))
     out.append("")
     for key, module in (("downtime", downtime), ("fleet", fleet), ("async", asyncstop), ("prefetch", prefetch),
-                        ("gateway", gateway), ("supervised", supervised)):
+                        ("gateway", gateway), ("supervised", supervised), ("systemd", systemd)):
         if results.get(key):
             out += module.markdown(results[key]) + [""]
     out += _stop(results.get("stop")) + _detect(results.get("detect")) + _scan(results.get("scan"))
