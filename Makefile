@@ -170,7 +170,7 @@ playground: venv sim $(COLLECTION_LINK)  ## Leave a simulated 8-GPU node with an
 playground-stop:  ## Stop what make playground started
 	$(PY) demo/playground.py stop --workdir $(PLAYGROUND)
 
-bench: venv sim gateway image molecule-collections $(COLLECTION_LINK)  ## Benchmarks against the hand procedures (bench/results/)
+bench: venv sim gateway image $(COLLECTION_LINK)  ## Benchmarks against the hand procedures (bench/results/)
 	$(PY) bench/run.py $(BENCH_ARGS)
 
 # --- packaging -------------------------------------------------------------

@@ -4,18 +4,23 @@
 """Measurement: the collection's own unit under systemd as PID 1, stopped and restarted.
 
 The node is a Podman container of the simulated node image (make image) with systemd as PID 1, as
-molecule/systemd runs it, but on the host's network so that the load comes from the bench itself; Ansible
-reaches it through the containers.podman.podman connection. The server is the collection's unit,
-gpuops-sglang.service (the stand-in at TP=4 at SGLang 0.5.23's shutdown pace), as the user sglang.
+molecule/systemd runs it, but on the host's network so that the load comes from the bench itself. Ansible
+reaches it as every other measurement reaches its node: connection local with pipelining, and an interpreter
+that runs the container's Python in the cgroups and every namespace of the container's PID 1 (nsenter), so
+that systemctl talks to the container's systemd; a host directory mounted at the same path in the container
+holds Ansible's temporary files, which an action that transfers a file (template, copy) hands to its module by
+path. The server is the collection's unit, gpuops-sglang.service (the stand-in at TP=4 at SGLang 0.5.23's
+shutdown pace), as the user sglang.
 
 1. Each round stops it twice, in alternating order, starting the unit again (`systemctl start`) and waiting
-   for /health in between: `systemctl stop gpuops-sglang.service` alone (a `podman exec` timed from the host),
-   and `ansible-playbook playbooks/stop_sglang.yml`. Over = the playbook's wall time, and the stop's own
-   module call (sglang_server in sglang_stop, from the timeline), less `systemctl stop` alone's.
+   for /health in between: `systemctl stop gpuops-sglang.service` alone (run in the container the same way,
+   timed from the host), and `ansible-playbook playbooks/stop_sglang.yml`. Over = the playbook's wall time,
+   and the stop's own module call (sglang_server in sglang_stop, from the timeline), less `systemctl stop`
+   alone's.
 2. restart_extraction.yml on the serving unit under a steady request load: the downtime split as the
-   downtime measurement splits it (downtime.split), the server's log read from the container's root file
-   system, the NVML poller run inside the container. Between rounds restart_serving.yml takes the node back to
-   serving mode, untimed.
+   downtime measurement splits it (downtime.restart_under_load), the server's log read from the container's
+   root file system, the NVML poller run inside the container. Between rounds restart_serving.yml takes the
+   node back to serving mode, untimed.
 
 Every time is the machine's monotonic clock, which the container shares.
 """
@@ -23,7 +28,9 @@ Every time is the machine's monotonic clock, which the container shares.
 from __future__ import annotations
 
 import configparser
+import json
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -37,13 +44,10 @@ from .common import AGENTS, RECOMMENDED_CFG, REPO, WORK, Ansible, Watch, log, su
 from .nodes import REAL_PACE_ENV
 from .timeline import LogTail, Tasks, callback_env
 
-from gpusim.fleet import COLLECTIONS  # noqa: E402  (common puts tests/sim on the path)
-
 NAME = "gpuops-bench-systemd"
 UNIT = "gpuops-sglang.service"
 GPUS = 4
 IMAGE_REF = os.path.join(REPO, "build", "sim", "image", "ref")
-PODMAN_COLLECTION = os.path.join(COLLECTIONS, "ansible_collections", "containers", "podman")
 NODE_PYTHON = "/usr/bin/python3"
 NODE_AGENTS = "/opt/gpuops-bench"
 # roles/sglang_launch: sglang_launch_log is sglang_launch_log_dir/<run marker>.log, a new file for every launch.
@@ -58,13 +62,17 @@ OVERHEAD_GOAL_S = 1.0
 STOP_MODULE = "gpuops.host.sglang_server"
 DEFINITION = (
     "one 4-GPU node, a Podman container of the simulated node image with systemd as PID 1 (as molecule/systemd "
-    "runs it, on the host's network), Ansible over the containers.podman.podman connection with bench/ansible.cfg "
-    "(remote_tmp /var/tmp/.ansible-tmp; the connection has no pipelining, so every task copies its module into "
-    "the container, then runs it with podman exec); the server is the collection's unit gpuops-sglang.service "
+    "runs it, on the host's network). Ansible reaches it as the other measurements reach their nodes: connection "
+    "local with bench/ansible.cfg (pipelining), ansible_python_interpreter a wrapper that runs the container's "
+    "/usr/bin/python3 in the cgroups of the container's PID 1 and, with `nsenter --all`, in its mount, PID, network, "
+    "UTS and IPC namespaces, with the container's environment; remote_tmp and local_tmp in a host directory "
+    "mounted at the same path in the container, where template and copy put the files their modules read. The "
+    "server is the collection's unit gpuops-sglang.service "
     "(the stand-in at TP=4 as the user sglang, at SGLang 0.5.23's shutdown pace: 5 s watchdog wake-up, ~1 s memory "
     "release), written and started by playbooks/restart_serving.yml.")
 STOP_DEFINITION = (
-    "Each round, alternating: `systemctl stop gpuops-sglang.service` alone (a `podman exec` timed from the host) "
+    "Each round, alternating: `systemctl stop gpuops-sglang.service` alone (run in the container through the "
+    "same nsenter wrapper, timed from the host) "
     "and `ansible-playbook playbooks/stop_sglang.yml`, the unit started again with `systemctl start` and /health "
     "answering 200 between. Over = the playbook's wall time less `systemctl stop` alone's in the same round; "
     "module call = the stop's own task (gpuops.host.sglang_server in role sglang_stop) from its start to its "
@@ -91,21 +99,45 @@ def _port():
     raise RuntimeError("no free port in %d-%d on the host" % (PORTS[0], PORTS[-1]))
 
 
+def _cgroup_procs(pid):
+    """The cgroup.procs files of the cgroups of process PID, one per hierarchy (cgroup v1's controllers and named
+    hierarchies, v2's unified one at /sys/fs/cgroup/unified or /sys/fs/cgroup)."""
+    unified = "/sys/fs/cgroup/unified" if os.path.isdir("/sys/fs/cgroup/unified") else "/sys/fs/cgroup"
+    paths = []
+    with open("/proc/%d/cgroup" % pid) as f:
+        for line in f.read().splitlines():
+            dummy, controllers, path = line.split(":", 2)
+            root = unified if not controllers else os.path.join("/sys/fs/cgroup", controllers.replace("name=", ""))
+            procs = os.path.join(root + path, "cgroup.procs")
+            if os.path.exists(procs):
+                paths.append(procs)
+    return paths
+
+
 class Node:
-    """The container NAME with systemd as PID 1, removed on exit; `run` and `popen` run a command in it."""
+    """The container NAME with systemd as PID 1, removed on exit. `run` and `popen` run a command in it as
+    `podman exec` would, with nsenter into every namespace of its PID 1 and the container's environment; `python`
+    is the wrapper with which Ansible runs its modules there. The host directory `shared` is mounted at the same
+    path inside, where Ansible puts the files it transfers."""
 
     def __init__(self, workdir, image, port):
         self.workdir, self.image, self.port = workdir, image, port
         self.url = "http://127.0.0.1:%d" % port
+        self.shared = os.path.join(workdir, "shared")
+        self.python = os.path.join(workdir, "node-python")
         self.pid = None           # the container's systemd, as the host sees it
+        self.env = {}             # the container's environment (the image's and podman run's)
+        self.exec = None          # the wrapper that runs a command inside the container
 
     def __enter__(self):
         # A container of that name can only be one an interrupted run of this measurement left.
         subprocess.run(["podman", "rm", "-f", "-t", "0", NAME], capture_output=True, check=False)
+        os.makedirs(self.shared, exist_ok=True)
         subprocess.run(["podman", "run", "-d", "--name", NAME, "--runtime=runc", "--systemd=always",
                         "--cap-add", "SYS_PTRACE", "--ulimit", "nofile=20000:20000", "--ulimit", "nproc=20000:20000",
                         "--network", "host", "-e", "GPUSIM_GPUS=%d" % GPUS, "-e", "GPUOPS_HOST_PIDNS=own",
-                        self.image, "/lib/systemd/systemd"], capture_output=True, text=True, check=True)
+                        "--volume", "%s:%s" % (self.shared, self.shared), self.image, "/lib/systemd/systemd"],
+                       capture_output=True, text=True, check=True)
         try:
             self._prepare()
         except BaseException:
@@ -115,15 +147,21 @@ class Node:
 
     def __exit__(self, *exc):
         try:
-            with open(os.path.join(self.workdir, "unit-journal.log"), "w") as f:
-                self.run(["journalctl", "--no-pager", "-o", "short-monotonic", "-u", UNIT], stdout=f,
-                         stderr=subprocess.STDOUT, timeout=30)
+            if self.pid:
+                with open(os.path.join(self.workdir, "unit-journal.log"), "w") as f:
+                    self.run(["journalctl", "--no-pager", "-o", "short-monotonic", "-u", UNIT], stdout=f,
+                             stderr=subprocess.STDOUT, timeout=30)
         finally:
             subprocess.run(["podman", "rm", "-f", "-t", "0", NAME], capture_output=True, check=False)
 
     def _prepare(self):
-        """Wait for systemd's boot; add the server's user, the dump volume's directory and the NVML poller (as
-        molecule/systemd/prepare.yml does, less the team's unit and the hand-started server)."""
+        """Write the wrappers that run commands in the container; wait for systemd's boot; add the server's user, the dump volume's
+        directory and the NVML poller (as molecule/systemd/prepare.yml does, less the team's unit and the
+        hand-started server)."""
+        inspect = json.loads(subprocess.run(["podman", "inspect", NAME], capture_output=True, text=True,
+                                            check=True).stdout)[0]
+        self.pid, self.env = inspect["State"]["Pid"], dict(item.split("=", 1) for item in inspect["Config"]["Env"])
+        self._write_wrappers()
         deadline = time.monotonic() + 90
         state = ""
         while state not in ("running", "degraded"):
@@ -131,19 +169,35 @@ class Node:
                 raise RuntimeError("systemctl is-system-running in the node: %r after 90 s" % state)
             time.sleep(0.5)
             state = self.run(["systemctl", "is-system-running"], capture_output=True, text=True).stdout.strip()
-        self.pid = int(subprocess.run(["podman", "inspect", "--format", "{{.State.Pid}}", NAME], capture_output=True,
-                                      text=True, check=True).stdout)
         self.run(["useradd", "--create-home", "--home-dir", "/home/sglang", "--shell", "/usr/sbin/nologin", "sglang"],
                  check=True)
         self.run(["mkdir", "-p", "/data/hs_dumps", NODE_AGENTS], check=True)
         subprocess.run(["podman", "cp", os.path.join(AGENTS, "nvml_watch.py"), NAME + ":" + NODE_AGENTS],
                        check=True)
 
+    def _write_wrappers(self):
+        """WORKDIR/node-exec runs its arguments as `podman exec` would: in the cgroups of the container's PID 1 (the
+        modules tell the container they run in from the server's supervisor by their own cgroup), with nsenter in
+        every namespace of that PID 1, and with the container's environment over the caller's (a task's
+        `environment:` comes in that way). WORKDIR/node-python, Ansible's interpreter, is NODE_PYTHON through it."""
+        q = shlex.quote
+        lines = ["#!/bin/sh", "# Runs its arguments inside the container %s (its PID 1 is %d on this host)." % (
+            NAME, self.pid)]
+        lines += ["echo $$ > %s" % q(path) for path in _cgroup_procs(self.pid)]
+        lines += ["export %s=%s" % (key, q(value)) for key, value in sorted(self.env.items())]
+        lines.append('exec %s --target %d --all -- "$@"' % (q(shutil.which("nsenter")), self.pid))
+        self.exec = os.path.join(self.workdir, "node-exec")
+        for path, text in ((self.exec, "\n".join(lines) + "\n"),
+                           (self.python, '#!/bin/sh\nexec %s %s "$@"\n' % (q(self.exec), NODE_PYTHON))):
+            with open(path, "w") as f:
+                f.write(text)
+            os.chmod(path, 0o755)
+
     def run(self, argv, **kwargs):
-        return subprocess.run(["podman", "exec", NAME] + list(argv), check=kwargs.pop("check", False), **kwargs)
+        return subprocess.run([self.exec] + list(argv), env={}, check=kwargs.pop("check", False), **kwargs)
 
     def popen(self, argv, **kwargs):
-        return subprocess.Popen(["podman", "exec", "-i", NAME] + list(argv), **kwargs)
+        return subprocess.Popen([self.exec] + list(argv), env={}, **kwargs)
 
     def log_glob(self):
         """The server logs as the host reads them, through the root file system of the container's PID 1."""
@@ -178,7 +232,7 @@ class Node:
     def inventory(self):
         """An inventory of this node alone, with molecule/systemd's host vars at SGLang's real shutdown pace."""
         path = os.path.join(self.workdir, "inventory.yml")
-        values = {"ansible_connection": "containers.podman.podman", "ansible_python_interpreter": NODE_PYTHON,
+        values = {"ansible_connection": "local", "ansible_python_interpreter": self.python,
                   "sglang_launch_python": NODE_PYTHON, "sglang_launch_user": "sglang",
                   "sglang_launch_model_path": "/models/llama-sim", "sglang_launch_server_args": {"tp_size": GPUS},
                   "sglang_launch_port": self.port, "sglang_launch_environment": dict(REAL_PACE_ENV),
@@ -188,12 +242,14 @@ class Node:
         return path
 
 
-def _config(workdir):
-    """bench/ansible.cfg with what the podman connection needs: a remote_tmp outside /tmp, over which podman mounts
-    a tmpfs in systemd mode (the connection copies into the container's root file system)."""
+def _config(workdir, shared):
+    """bench/ansible.cfg with Ansible's temporary directories in SHARED, the directory that the container sees at
+    the same path: an action that transfers a file (template, copy) writes it there on the host, then runs its
+    module in the container on that path."""
     cfg = configparser.ConfigParser()
     cfg.read(RECOMMENDED_CFG)
-    cfg.set("defaults", "remote_tmp", "/var/tmp/.ansible-tmp")
+    cfg.set("defaults", "remote_tmp", os.path.join(shared, "remote"))
+    cfg.set("defaults", "local_tmp", os.path.join(shared, "local"))
     path = os.path.join(workdir, "ansible.cfg")
     with open(path, "w") as f:
         cfg.write(f)
@@ -277,8 +333,8 @@ def figures(stop):
 
 
 def _remote_task_seconds(timeline):
-    """Median time from start to result of the run's remote tasks (loops left out): what one module round trip over
-    the podman connection costs."""
+    """Median time from start to result of the run's remote tasks (loops left out): what one module round trip
+    into the container costs."""
     tasks = Tasks(timeline)
     remote = set(id(r) for r in tasks.remote() if not r["loop"])
     started, seconds = {}, []
@@ -304,9 +360,6 @@ def _restart(node, playbooks, think):
 def run(rounds, think=0.3):
     if not os.path.exists(IMAGE_REF):
         raise RuntimeError("no node image: %s is missing (make image)" % IMAGE_REF)
-    if not os.path.isdir(PODMAN_COLLECTION):
-        raise RuntimeError("the containers.podman collection is missing from %s (make molecule-collections)"
-                           % COLLECTIONS)
     with open(IMAGE_REF) as f:
         image = f.read().strip()
     workdir = os.path.join(WORK, "nodes", "systemd")
@@ -314,7 +367,7 @@ def run(rounds, think=0.3):
     os.makedirs(workdir)
     trials = []
     with Node(workdir, image, _port()) as node:
-        playbooks = Playbooks(Ansible(_config(workdir)), node.inventory(), workdir)
+        playbooks = Playbooks(Ansible(_config(workdir, node.shared)), node.inventory(), workdir)
         playbooks.run("restart_serving.yml", tag="serving", check=True)
         wait_healthy(node.url)
         stops = _stops(node, playbooks, rounds, workdir)
