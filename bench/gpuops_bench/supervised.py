@@ -31,7 +31,6 @@ from .timeline import ContainerLogs, Tasks, callback_env
 
 from gpusim import docker  # noqa: E402  (common puts tests/sim on the path)
 from gpusim.fleet import Fleet, SimNode  # noqa: E402
-from gpusim.nvml import SIM_DIR  # noqa: E402
 
 NAME = "team-sglang"
 GOAL_S = 0.5
@@ -120,24 +119,10 @@ def run(rounds):
                           "goal_s": CONTAINER_GOAL_S, "trials": trials}}
 
 
-def _container_vars(node, engine):
-    """The host variables with which the collection runs the node's server in a container of the engine, those of
-    tests/integration/test_containers.py, at SGLang 0.5.23's shutdown pace."""
-    return {
-        "sglang_launch_supervisor": "docker",
-        "sglang_launch_image": docker.IMAGE,
-        # the image holds the stand-in through these mounts; the node's /dev/nvidia* files are plain files
-        "sglang_launch_container_volumes": engine.standin_volumes(node, devices=False),
-        "sglang_launch_container_gpu_options": ["--volume=" + device for device in engine.standin_devices(node)],
-        "sglang_launch_pythonpath": [node.sglang, SIM_DIR],
-        "sglang_launch_environment": dict(node.server_env, **REAL_PACE_ENV, **engine.standin_environment(node)),
-        "sglang_launch_server_args": {"tp_size": 2, "enable_metrics": True},
-    }
-
-
 def _container_trials(rounds, node, engine, workdir):
     """ROUNDS of restart_serving.yml, then restart_extraction.yml under load, the collection's container each time."""
-    fleet = BenchFleet(workdir, [node], fast=False, **_container_vars(node, engine))
+    # the host variables of tests/integration/test_containers.py, at SGLang 0.5.23's shutdown pace
+    fleet = BenchFleet(workdir, [node], fast=False, **engine.launch_vars(node, REAL_PACE_ENV))
     fleet.extra_env = engine.variables()     # the modules ask the engine that this measurement started
     trials = []
     for r in range(rounds):

@@ -17,7 +17,6 @@ import pytest
 
 from gpusim import docker, podman
 from gpusim.fleet import Request
-from gpusim.nvml import SIM_DIR
 
 pytestmark = pytest.mark.slow
 ENGINES = {"docker": docker.Dockerd, "podman": podman.Podman}
@@ -29,7 +28,6 @@ ENGINES = {"docker": docker.Dockerd, "podman": podman.Podman}
 ])
 def engine(request, node, monkeypatch):
     with ENGINES[request.param](node.sandbox) as e:
-        e.name = request.param
         # the modules run in the node and ask the engine that this test started
         for key, value in e.variables().items():
             monkeypatch.setenv(key, value)
@@ -103,20 +101,10 @@ def test_an_extraction_server_launched_in_a_container_passes_every_check_and_sho
     node.serving()
     token, api_key = "hf_" + secrets.token_hex(12), "sk-" + secrets.token_hex(12)
     listed = "model-" + secrets.token_hex(8)
-    extra = vars_file(tmp_path / "container.json", {
-        "sglang_launch_supervisor": engine.name,
-        "sglang_launch_image": docker.IMAGE,
-        # the image holds the stand-in through these mounts (gpusim.docker.Engine)
-        "sglang_launch_container_volumes": engine.standin_volumes(node, devices=False),
-        # the node's /dev/nvidia* files in place of the GPU defaults, which need what the sandbox lacks: --gpus all
-        # the NVIDIA Container Toolkit, Podman's CDI device nvidia.com/gpu=all a CDI spec (nvidia-ctk cdi generate);
-        # the files are plain files, which neither engine's --device takes
-        "sglang_launch_container_gpu_options": ["--volume=" + device for device in engine.standin_devices(node)],
-        "sglang_launch_pythonpath": [node.sglang, SIM_DIR],
-        "sglang_launch_environment": dict(node.server_env, HF_TOKEN=token, **engine.standin_environment(node)),
-        "sglang_launch_server_args": {"tp_size": 2, "enable_metrics": True, "api_key": api_key,
-                                      "served_model_name": listed},
-        "sglang_launch_secret_args": ["served_model_name"]})
+    extra = vars_file(tmp_path / "container.json", dict(
+        engine.launch_vars(node, {"HF_TOKEN": token}),
+        sglang_launch_server_args={"tp_size": 2, "enable_metrics": True, "api_key": api_key, "served_model_name": listed},
+        sglang_launch_secret_args=["served_model_name"]))
 
     run = fleet.playbook("restart_extraction.yml", "-e", extra)
 
@@ -166,14 +154,7 @@ def test_an_extraction_server_launched_in_a_container_passes_every_check_and_sho
 def test_a_rollback_in_a_container_starts_the_previous_configuration_again_and_checks_it(
         node, fleet, engine, tmp_path):
     node.serving()
-    settings = {
-        "sglang_launch_supervisor": engine.name,
-        "sglang_launch_image": docker.IMAGE,
-        "sglang_launch_container_volumes": engine.standin_volumes(node, devices=False),
-        "sglang_launch_container_gpu_options": ["--volume=" + device for device in engine.standin_devices(node)],
-        "sglang_launch_pythonpath": [node.sglang, SIM_DIR],
-        "sglang_launch_environment": dict(node.server_env, **engine.standin_environment(node)),
-        "sglang_launch_server_args": {"tp_size": 2, "enable_metrics": True}}
+    settings = engine.launch_vars(node)
     good = fleet.playbook("restart_extraction.yml", "-e", vars_file(tmp_path / "good.json", settings))
     assert good.rc == 0, good.output[-5000:]
     previous = node.record()

@@ -56,6 +56,8 @@ class Engine:
     a test also gives ansible-playbook, so that the modules ask the same engine), IMAGE and the stand-in's
     container."""
 
+    name = None     # the engine's command, and sglang_launch_supervisor's value for it
+
     def variables(self) -> dict:
         raise NotImplementedError
 
@@ -93,6 +95,24 @@ class Engine:
         volumes += ["%s:%s" % (node.sandbox.state_dir, node.sandbox.state_dir), "/proc:%s:ro" % OUTER_PROC]
         return volumes + (cls.standin_devices(node) if devices else [])
 
+    def launch_vars(self, node, environment: dict = None) -> dict:
+        """The host variables with which sglang_launch runs NODE's stand-in in a container of this engine, at TP=2
+        with metrics: IMAGE holding the stand-in through standin_volumes, and the node's /dev/nvidia* files mounted in
+        place of the GPU defaults, which need what the sandbox lacks (--gpus all the NVIDIA Container Toolkit, Podman's
+        CDI device nvidia.com/gpu=all a CDI spec from nvidia-ctk cdi generate; the files are plain files, which neither
+        engine's --device takes). ENVIRONMENT joins the node's server environment and the stand-in's."""
+        server_env = dict(node.server_env, **(environment or {}))
+        server_env.update(self.standin_environment(node))
+        return {
+            "sglang_launch_supervisor": self.name,
+            "sglang_launch_image": IMAGE,
+            "sglang_launch_container_volumes": self.standin_volumes(node, devices=False),
+            "sglang_launch_container_gpu_options": ["--volume=" + device for device in self.standin_devices(node)],
+            "sglang_launch_pythonpath": [node.sglang, SIM_DIR],
+            "sglang_launch_environment": server_env,
+            "sglang_launch_server_args": {"tp_size": 2, "enable_metrics": True},
+        }
+
     def run_standin(self, node, name: str, args=(), restart: str = "no", env: dict = None) -> str:
         """The stand-in as `python -m sglang.launch_server` in a container NAME on the host network, serving on
         the node's port; the container's id."""
@@ -114,6 +134,8 @@ class Engine:
 
 
 class Dockerd(Engine):
+    name = "docker"
+
     def __init__(self, sb):
         self.sb = sb
         # unix socket paths are limited to 108 bytes (containerd's under the exec root too): a short directory

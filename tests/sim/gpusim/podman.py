@@ -54,6 +54,8 @@ network_config_dir = "{root}/networks"
 
 
 class Podman(Engine):
+    name = "podman"
+
     def __init__(self, sb):
         self.sb = sb
         # conmon's attach socket lives under the run root, and unix socket paths are limited to 108 bytes
