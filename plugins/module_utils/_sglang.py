@@ -761,8 +761,8 @@ def _main_process(p, deps):
     """The main process of the supervisor that P's main_process_of names, once it has one (supervisors.main_process,
     polled for supervisors.MAIN_PROCESS_WAIT seconds); ActionFailed, with died, when the server ended first."""
     of = p['main_process_of']
-    what = ('the unit %s has no main process after systemctl start' % of['name'] if of['kind'] == 'systemd' else
-            'the container %s has no main process after %s run' % (of['name'], of['kind']))
+    what = ('The unit %s has no main process after systemctl start' % of['name'] if of['kind'] == 'systemd' else
+            'The container %s has no main process after %s run' % (of['name'], of['kind']))
     deadline = deps.clock() + supervisors.MAIN_PROCESS_WAIT
     while True:
         pid, ended, state = supervisors.main_process(deps.run, of['kind'], of['name'])
@@ -770,8 +770,8 @@ def _main_process(p, deps):
             return pid
         if ended or deps.clock() >= deadline:
             raise ActionFailed('%s%s: its server exited, or never started (%s)' % (
-                what[0].upper() + what[1:], '' if ended else ' within %g s' % supervisors.MAIN_PROCESS_WAIT, state),
-                {'ready': False, 'died': True, 'pid': None, 'log_tail': []})
+                what, '' if ended else ' within %g s' % supervisors.MAIN_PROCESS_WAIT, state),
+                {'ready': False, 'died': ended, 'pid': None, 'log_tail': []})
         deps.sleep(0.1)
 
 
