@@ -25,7 +25,14 @@ from __future__ import annotations
 
 import math
 
+import ipaddress
+from urllib.parse import urlsplit
+
+from ansible_collections.gpuops.host.plugins.module_utils._gateway_procs import is_gateway
+from ansible_collections.gpuops.host.plugins.module_utils._procs import ProcFS
+from ansible_collections.gpuops.host.plugins.module_utils._sglang_args import Redactor
 from ansible_collections.gpuops.host.plugins.module_utils._sglang_http import Client, Refused, Unanswered
+from ansible_collections.gpuops.host.plugins.module_utils._sglang_procs import port_holders
 
 # What the gateway puts into a worker's metadata itself (from /server_info and /model_info, and the
 # registration's priority and cost): not labels to give again, since the new server reports its own.
@@ -117,17 +124,74 @@ def guard(workers, leaving, minimum, models=None):
     return report
 
 
-class Gateway:
-    """The control plane of one gateway at URL. OPENER (urllib's) is injected in tests; proxies are never used."""
+def loopback(host):
+    """Whether HOST (a URL's host) is a loopback address or ``localhost``."""
+    host = (host or '').strip('[]').lower()
+    if host == 'localhost':
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
-    def __init__(self, url, admin_key=None, timeout=10.0, opener=None):
+
+def key_refusal(url, holders):
+    """Why no key (the admin key, a worker's API key) may go to the gateway at URL, or None. Over https the
+    certificate names the gateway; plain http only to a loopback address whose listening socket a gateway process
+    holds, and nothing else: HOLDERS(port) gives the processes that hold the listener on that port of the URL's
+    address, as dicts with ``pid``, ``user``, ``cmdline`` and ``gateway`` (gateways.is_gateway), or None when that
+    cannot be read."""
+    parts = urlsplit(url)
+    if parts.scheme == 'https':
+        return None
+    if not loopback(parts.hostname):
+        return ('the gateway URL %s is plain http to another host: anything on the way reads the keys sent there; '
+                'use https, or run the task on the gateway\'s host (sglang_gateway_delegate_to) at a loopback URL'
+                % url)
+    found = holders(parts.port or 80) if holders else None
+    if found is None:
+        return 'who listens at %s cannot be read on this host' % url
+    strangers = [h for h in found if not h['gateway']]
+    if strangers or not found:
+        who = ', '.join('pid %d (user %s: %s)' % (h['pid'], h['user'], h['cmdline']) for h in strangers)
+        return '%s is %s, not an SGLang Model Gateway' % (url, 'held by ' + who if who else 'not listened on')
+    return None
+
+
+def listeners(url, procfs=None):
+    """HOLDERS for key_refusal: PORT -> the processes of this host that hold a socket listening on PORT at the
+    address of URL (port_holders), each with ``gateway``; None when that cannot be told from here."""
+    def holders(port):
+        fs = procfs or ProcFS()
+        table = fs.snapshot()
+        if not table:
+            return None
+        host = urlsplit(url).hostname
+        held = port_holders(fs, table, port, Redactor([]), None if host == 'localhost' else host)
+        if held['unheld']:
+            return None
+        return [dict(h, gateway=is_gateway(table[h['pid']])) for h in held['holders']]
+    return holders
+
+
+class Gateway:
+    """The control plane of one gateway at URL. OPENER (urllib's) is injected in tests; proxies and redirects are
+    never followed. A request that carries a key (ADMIN_KEY, or a worker's ``api_key`` in its body) is sent only
+    where key_refusal(URL, HOLDERS) finds nothing to refuse, checked before each such request."""
+
+    def __init__(self, url, admin_key=None, timeout=10.0, opener=None, holders=None):
         self.url = url.rstrip('/')
         self.client = Client(self.url, api_key=admin_key or None, opener=opener)
         self.timeout = timeout
+        self.holders = holders
 
     def call(self, method, path, body=None, ok=(200,)):
         """The parsed JSON answer of METHOD PATH; GatewayError for no answer or another status."""
         what = '%s %s%s' % (method, self.url, path)
+        if self.client.api_key or (isinstance(body, dict) and body.get('api_key')):
+            refusal = key_refusal(self.url, self.holders)
+            if refusal:
+                raise GatewayError('%s: not sent, since it carries a key: %s' % (what, refusal), refused=refusal)
         try:
             answer = self.client.request(path, self.timeout, body=body, method=method)
         except Refused:

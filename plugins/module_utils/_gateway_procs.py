@@ -86,3 +86,4 @@ def _has_ancestor_in(table, pid, pids):
             return True
         proc = table.get(proc.ppid)
     return False
+

@@ -19,6 +19,7 @@ import stat
 import sys
 
 PF_KTHREAD = 0x00200000  # /proc/PID/stat flags bit of kernel threads
+AT_SECURE = 23  # getauxval(3): the program was exec'd with more privilege than its caller (setuid, setgid, file caps)
 
 _GONE = (errno.ENOENT, errno.ESRCH)
 _DENIED = (errno.EACCES, errno.EPERM)
@@ -128,6 +129,27 @@ def parse_environ(raw):
         if sep and name:
             env.setdefault(name, value)
     return env
+
+
+def parse_status_uids(raw):
+    """The real, effective, saved and filesystem UIDs of the ``Uid:`` line of /proc/PID/status; None without one."""
+    for line in _text(raw).splitlines():
+        if line.startswith('Uid:'):
+            uids = tuple(int(f) for f in line.split()[1:5])
+            return uids if len(uids) == 4 else None
+    return None
+
+
+def parse_auxv_secure(raw):
+    """Whether the auxiliary vector RAW (/proc/PID/auxv: pairs of native unsigned longs) carries AT_SECURE=1."""
+    width = 8 if sys.maxsize > 2 ** 32 else 4
+    for i in range(0, len(raw) - 2 * width + 1, 2 * width):
+        key = int.from_bytes(raw[i:i + width], sys.byteorder)
+        if key == 0:
+            break
+        if key == AT_SECURE:
+            return int.from_bytes(raw[i + width:i + 2 * width], sys.byteorder) != 0
+    return False
 
 
 TCP_LISTEN = '0A'  # the st column of /proc/net/tcp and tcp6 for a listening socket
@@ -284,18 +306,32 @@ class ProcFS:
                         ports.add(entry[1])
         return sorted(ports)
 
-    def file_of(self, pid, path, limit=1 << 20):
+    def file_of(self, pid, path, owner, limit=1 << 20):
         """(owner UID, text) of the regular file PATH as process PID names it (through /proc/PID/root, or its working
-        directory for a relative path), at most LIMIT bytes; None when it cannot be read. Opened with O_NONBLOCK and
-        checked with fstat, so a FIFO or a device at PATH is never read."""
+        directory for a relative path), at most LIMIT bytes, where the file belongs to the UID OWNER; None otherwise,
+        or when it cannot be read.
+
+        What PATH names is looked at before it is opened for reading: an ``O_PATH`` descriptor and its fstat, so a
+        FIFO, a device (a watchdog that arms on open, a tape that rewinds, a serial line that raises DTR) or another
+        user's file is never opened. The file is then opened through that descriptor (``/proc/self/fd/N``, with
+        ``O_NOCTTY | O_NONBLOCK``), and read only when it is still the same inode."""
         base = self._path(pid, 'root') if os.path.isabs(path) else self._path(pid, 'cwd')
         try:
-            fd = os.open(os.path.join(base, path.lstrip('/')), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            handle = os.open(os.path.join(base, path.lstrip('/')), os.O_PATH | os.O_CLOEXEC)
         except (IOError, OSError):
             return None
         try:
+            seen = os.fstat(handle)
+            if not stat.S_ISREG(seen.st_mode) or seen.st_uid != owner:
+                return None
+            fd = os.open('/proc/self/fd/%d' % handle, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except (IOError, OSError):
+            return None
+        finally:
+            os.close(handle)
+        try:
             st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
+            if (st.st_dev, st.st_ino) != (seen.st_dev, seen.st_ino) or not stat.S_ISREG(st.st_mode):
                 return None
             return st.st_uid, _text(os.read(fd, limit))
         except (IOError, OSError):
@@ -317,22 +353,52 @@ class ProcFS:
         except (IOError, OSError):
             return ''
 
-    def uid(self, pid):
-        """The UID that owns a process; None when it is gone."""
+    def uids(self, pid):
+        """The real, effective, saved and filesystem UIDs of a process (/proc/PID/status); None when it is gone.
+
+        /proc/PID itself belongs to the *effective* UID, which a setuid program gives any user: a user who execs
+        ``su`` gets a process that /proc and ``ps`` show as root's while it waits at its password prompt. A tree
+        without status files (a test's) is read by the owner of its PID directory."""
         try:
-            return os.stat(self._path(pid)).st_uid
+            return parse_status_uids(_read(self._path(pid, 'status')))
+        except (IOError, OSError) as e:
+            if e.errno != errno.ENOENT:
+                return None
+        try:
+            return (os.stat(self._path(pid)).st_uid,) * 4
         except (IOError, OSError):
             return None
 
-    def owner(self, pid):
-        """The user name (or UID where it has none) that owns a process; None when it is gone."""
-        uid = self.uid(pid)
-        if uid is None:
-            return None
+    def uid(self, pid):
+        """The real UID of a process, the user who runs it; None when it is gone."""
+        uids = self.uids(pid)
+        return uids[0] if uids else None
+
+    def secure_exec(self, pid):
+        """Whether the process runs the image of a setuid, setgid or file-capability program that its caller lacked
+        the privilege of (AT_SECURE in /proc/PID/auxv); None when that cannot be read."""
+        try:
+            return parse_auxv_secure(_read(self._path(pid, 'auxv')))
+        except (IOError, OSError) as e:
+            return False if e.errno == errno.ENOENT and os.path.isdir(self._path(pid)) else None
+
+    def trusted_root(self, pid):
+        """Whether root itself runs the process: its real, effective, saved and filesystem UIDs are all 0, and its
+        image is not a setuid program that some other user exec'd. A root-owned /proc/PID alone proves neither."""
+        uids = self.uids(pid)
+        return bool(uids) and not any(uids) and self.secure_exec(pid) is False
+
+    def user_name(self, uid):
+        """The name of UID, or the UID as text where it has none."""
         try:
             return pwd.getpwuid(uid).pw_name
         except KeyError:
             return str(uid)
+
+    def owner(self, pid):
+        """The user name (or UID where it has none) of the real UID of a process; None when it is gone."""
+        uid = self.uid(pid)
+        return None if uid is None else self.user_name(uid)
 
     def hidden(self):
         """Why this /proc shows only some processes (``hidepid``, ``subset``), or None.

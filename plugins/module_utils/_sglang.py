@@ -325,7 +325,7 @@ def find(p, deps, record=None):
     if p.get('port'):
         found['port'] = sprocs.port_holders(deps.procfs, table, p['port'], redact)
     if p.get('drain'):
-        _refuse_colaunched(found)
+        _refuse_colaunched(found, _counting(p, deps, servers))
         found['drains'] = _drain_each(found, p, deps, table)
     if p.get('stop_supervised'):
         found['supervised_stops'] = _stop_supervised(found, p, deps)
@@ -462,13 +462,14 @@ class _StopLock:
 def _owned(servers, owners, named, deps):
     """SERVERS split into those of OWNERS (all of them when OWNERS is empty), and the others - another user's, each
     with its user and the ports it listens on - which are neither drained nor stopped unless NAMED lists them."""
+    for server in servers:
+        server['user'] = deps.procfs.owner(server['pid'])
     if not owners:
         return servers, []
     kept, others = [], []
     listening = None
     for server in servers:
-        user = deps.procfs.owner(server['pid'])
-        server['user'] = user
+        user = server['user']
         if user in owners or server['pid'] in named or user is None:
             kept.append(server)
             continue
@@ -482,7 +483,11 @@ def _owned(servers, owners, named, deps):
 
 def _supervise(servers, table, own_cgroup, deps):
     """SERVERS, each with its ``supervisor`` (see _supervisor.classify and the supervisor's own answer); and the
-    container servers that cannot be reached or inspected from here, moved apart with the reason."""
+    container servers that cannot be reached or inspected from here, moved apart with the reason.
+
+    A unit or a container is a server's supervisor only when its own answer holds the server (supervisors.confirm):
+    a cgroup that merely carries its name (a user's own manager makes any) is no supervisor, and the server is
+    stopped as a process of its own, never through the unit or container it names."""
     init = table.get(1)
     systemd_here = init is not None and init.comm == 'systemd'
     kept, moved = [], []
@@ -491,8 +496,11 @@ def _supervise(servers, table, own_cgroup, deps):
         try:
             if kind['kind'] == 'systemd' and systemd_here:
                 sup = supervisors.read_unit(deps.run, kind['unit'])
+                _confirmed(server, kind, sup, '', own_cgroup, deps)
             elif kind['kind'] == 'container':
                 sup = supervisors.read_container(deps.run, kind['engine'], kind['id'])
+                main = deps.procfs.cgroup(sup['main_pid']) if sup['main_pid'] > 0 else ''
+                _confirmed(server, kind, sup, main, own_cgroup, deps)
                 url = supervisors.container_url(sup, server['url'])
                 if url is None:
                     raise supervisors.SupervisorError(
@@ -500,6 +508,8 @@ def _supervise(servers, table, own_cgroup, deps):
                 server['url'] = url
             else:
                 sup = _bare(server, table)
+        except _Unconfirmed as e:
+            sup = dict(_bare(server, table), claimed=e.claim)
         except supervisors.SupervisorError as e:
             if kind['kind'] == 'container':
                 moved.append({'pid': server['pid'], 'cmdline': server['cmdline'], 'supervisor': kind,
@@ -510,6 +520,23 @@ def _supervise(servers, table, own_cgroup, deps):
         server['supervisor'] = sup
         kept.append(server)
     return kept, moved
+
+
+class _Unconfirmed(Exception):
+    def __init__(self, claim):
+        super().__init__(claim['why'])
+        self.claim = claim
+
+
+def _confirmed(server, kind, sup, main_cgroup, own_cgroup, deps):
+    """_Unconfirmed, with what the cgroup claimed and why it does not hold, where SUP does not hold SERVER."""
+    why = supervisors.confirm(kind, sup, main_cgroup, own_cgroup)
+    if why is None:
+        return
+    name = kind.get('unit') or '%s container %s' % (kind.get('engine'), kind.get('id', '')[:12])
+    deps.warn('the SGLang server %d is not stopped through %s, which its cgroup names: %s; it is stopped as a '
+              'process of its own' % (server['pid'], name, why))
+    raise _Unconfirmed(dict(kind, why=why))
 
 
 def _bare(server, table):
@@ -565,8 +592,8 @@ def _stop_supervised(found, p, deps):
 
 
 def _disable(sup, deps):
-    argv = (['systemctl', 'disable', sup['unit']] if sup['kind'] == 'systemd'
-            else [sup['engine'], 'update', '--restart=no', sup['id']])
+    argv = (['systemctl', 'disable', '--', sup['unit']] if sup['kind'] == 'systemd'
+            else [sup['engine'], 'update', '--restart=no', '--', sup['id']])
     rc, out, err = deps.run(argv, None)
     if rc != 0:
         raise supervisors.SupervisorError('%s failed (rc %d): %s' % (' '.join(argv), rc, (err or out).strip()))
@@ -581,6 +608,8 @@ def settle(p, deps):
         patterns.extend(PRESETS[preset])
     redact = _redactor(p)
     before = set((int(s['pid']), int(s['start'])) for s in p.get('stopped') or [])
+    # only a new server of the owners (or of the stopped servers' users) counts: another user's does not fail the stop
+    counts = _counting(p, deps, p.get('stopped') or [])
     deadline = deps.clock() + p['timeout']
     polls = 0
     while True:
@@ -588,7 +617,7 @@ def settle(p, deps):
         table = deps.procfs.snapshot()
         servers, dummy = sprocs.find_servers(deps.procfs, table, patterns, {}, p['default_url'], redact,
                                              deps.self_pids)
-        new = [s for s in servers if (s['pid'], s['start']) not in before]
+        new = [s for s in servers if (s['pid'], s['start']) not in before and counts(s['pid'])]
         if new:
             own_cgroup = deps.procfs.cgroup(deps.self_pids[0]) if deps.self_pids else ''
             new, dummy = _supervise(new, table, own_cgroup, deps)
@@ -615,11 +644,23 @@ def _respawned(server):
     return '%s, started by nothing this host can name (its parent is init)' % head
 
 
-def _refuse_colaunched(found):
-    """ActionFailed when a gateway's co-launcher runs servers of its own: stopping them behind its back is no
-    restart (the launcher neither restarts them nor tells its router), so they are stopped through it."""
+def _counting(p, deps, servers):
+    """Whether a process counts for a stop of SERVERS (find's): root itself runs it (ProcFS.trusted_root), or its
+    real user is one of owners, or without owners, the user of one of SERVERS. Another user's gateway or new server
+    then neither blocks nor fails the stop."""
+    users = set(p.get('owners') or [s.get('user') for s in servers])
+    users.discard(None)
+    return lambda pid: deps.procfs.trusted_root(pid) or deps.procfs.owner(pid) in users
+
+
+def _refuse_colaunched(found, counts):
+    """ActionFailed when a gateway's co-launcher of a user that COUNTS(pid) runs servers of its own: stopping them
+    behind its back is no restart (the launcher neither restarts them nor tells its router), so they are stopped
+    through it."""
     lines = []
     for gw in found['gateways']:
+        if not counts(gw['pid']):
+            continue
         for server in gw['colaunched']:
             lines.append('%d (%s, port %s) was started by the SGLang Model Gateway launcher %d (%s)' % (
                 server['pid'], server['cmdline'], ', '.join(str(p) for p in server['ports']) or 'unknown',
@@ -639,32 +680,64 @@ def _port(url):
         return None
 
 
+def _host(url):
+    try:
+        return urlsplit(url).hostname
+    except ValueError:
+        return None
+
+
 def _tied(p, deps, pid, url, table=None):
-    """own_listener for the server PID at URL's port: where that server itself listens, or why it cannot be told."""
+    """own_listener for the server PID at URL's port and host: where that server itself listens, or why it cannot be
+    told."""
     table = deps.procfs.snapshot() if table is None else table
     port = _port(url)
     if port is None:
         return {'port': None, 'tied': False, 'url': None, 'holders': [], 'strangers': [],
                 'reason': 'its URL %s names no port' % url}
-    return sprocs.own_listener(deps.procfs, table, pid, port, _redactor(p))
+    return sprocs.own_listener(deps.procfs, table, pid, port, _redactor(p), _host(url))
+
+
+def identified(record, server):
+    """Whether SERVER (an entry of find's servers) is the process that RECORD names by PID and start time: the
+    server a run of this collection started and recorded. Its run marker alone proves nothing: any process can
+    carry any environment."""
+    try:
+        return bool(record) and (int(record['pid']), int(record['start'])) == (server['pid'], server['start'])
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
+def key_trust(p, deps, server, record):
+    """Why SERVER is not trusted with an API key, or None when it is: the server that RECORD names (identified),
+    one that root itself runs (ProcFS.trusted_root: not a setuid program's image, whose /proc entry only looks
+    root's), or one whose real user is the recorded server's or in api_key_users."""
+    pid = server['pid']
+    if identified(record, server) or deps.procfs.trusted_root(pid):
+        return None
+    user = deps.procfs.owner(pid)
+    users = set(p.get('api_key_users') or [])
+    recorded = record.get('owner') if record else None
+    if recorded and recorded != 'root' and any(identified(record, s) for s in p.get('_servers') or []):
+        users.add(recorded)
+    if user in users:
+        return None
+    uids = deps.procfs.uids(pid) or ()
+    disguise = ' (its effective UID is %d: a setuid program\'s image)' % uids[1] if uids and uids[1] != uids[0] else ''
+    return 'it runs as %s%s, who is not trusted with the API key (root%s)' % (
+        user, disguise, ''.join(', ' + u for u in sorted(users)))
 
 
 def _drain_each(found, p, deps, table):
     """Drain each server FOUND, one after the other, as action drain does, at the address where its own tree listens;
-    stop at the first that fails. A server whose listener cannot be tied to its tree, or that runs as a user who is
-    not trusted with the API key (root, the recorded server's owner, api_key_users), is sent nothing: it is not
-    drained, and is listed in RV(undrained) with the reason."""
-    users = set(['root'] + list(p.get('api_key_users') or []))
-    if found['recorded']:
-        users.add(deps.procfs.owner(found['recorded']['pid']))
+    stop at the first that fails. A server whose listener cannot be tied to its tree, or that is not trusted with
+    the API key (key_trust), is sent nothing: it is not drained, and is listed in RV(undrained) with the reason."""
     drains, undrained = [], []
+    trusting = dict(p, _servers=found['servers'])
     for server in found['servers']:
         user = deps.procfs.owner(server['pid'])
         tie = _tied(p, deps, server['pid'], server['url'], table)
-        reason = tie['reason'] if not tie['tied'] else None
-        if reason is None and user not in users:
-            reason = 'it runs as %s, who is not trusted with the API key (root%s)' % (
-                user, ''.join(', ' + u for u in sorted(users - set(['root']))))
+        reason = tie['reason'] if not tie['tied'] else key_trust(trusting, deps, server, found['record'])
         if reason:
             undrained.append({'pid': server['pid'], 'user': user, 'url': server['url'], 'reason': reason,
                               'strangers': tie['strangers']})
@@ -675,7 +748,7 @@ def _drain_each(found, p, deps, table):
         # drains the old server with its own; P['api_key'] (the new configuration's) otherwise.
         keyed = _with_own_key(p, deps, server['pid'], table.get(server['pid']))
         try:
-            result = drain(dict(keyed, url=tie['url'], pid=server['pid']), deps, tied=True)
+            result = drain(dict(keyed, url=tie['url'], pid=server['pid']), deps, tie=tie)
         except ActionFailed as e:
             raise ActionFailed(e.msg, dict(found, undrained=undrained,
                                            drains=drains + [dict(e.result, pid=server['pid'], url=tie['url'])]))
@@ -712,21 +785,39 @@ def check_environ(p, deps):
 
 def _require_own(p, deps, what):
     """With P['pid'], refuse to send anything to P['url'] unless the listener on its port belongs to that server's
-    tree; the message names the processes that hold the port instead (PID, user, command line)."""
+    tree; the message names the processes that hold the port instead (PID, user, command line). The tie, or None
+    without a pid."""
     if not p.get('pid'):
-        return
+        return None
     tie = _tied(p, deps, p['pid'], p['url'])
     if not tie['tied']:
         raise ActionFailed('%s: %s is not the SGLang server %d\'s own listener, so nothing is sent there: %s'
                            % (what, p['url'], p['pid'], tie['reason']), {'listener': tie})
+    return tie
 
 
-def drain(p, deps, tied=False):
-    p = _with_own_key(p, deps, p['pid']) if p.get('pid') and not tied else p
-    client = _client(p, deps)
+def _guarded(p, deps, tie):
+    """The client for P's server, whose every keyed request first checks that TIE (own_listener's) still holds."""
+    if not p.get('url'):
+        raise ActionFailed('action %s needs url' % p['action'])
+    guard = sprocs.Guard(deps.procfs, tie) if tie else None
+    return shttp.Client(p['url'], api_key=p.get('api_key'), opener=deps.opener, guard=guard)
+
+
+def drain(p, deps, tie=None):
+    p = _with_own_key(p, deps, p['pid']) if p.get('pid') and tie is None else p
     redact = _redactor(p)
-    if not tied:
-        _require_own(p, deps, 'cannot drain')
+    if tie is None:
+        tie = _require_own(p, deps, 'cannot drain')
+    client = _guarded(p, deps, tie)
+    try:
+        return _drained(p, deps, client, redact)
+    except sprocs.Moved as e:
+        raise ActionFailed('stopped draining %s: %s; nothing more was sent there, and nothing was stopped'
+                           % (p['url'], e), {'drained': False, 'moved': str(e)})
+
+
+def _drained(p, deps, client, redact):
     if deps.check_mode:
         reading = shttp.InFlight(client).read(min(p['request_timeout'], 10), deps.clock)
         return {'drained': reading.count == 0 or reading.refused, 'serving': not reading.refused,
@@ -827,15 +918,14 @@ def _with_own_key(p, deps, pid, proc=None):
 def probe(p, deps):
     """A request with its own id; with dump_dir, wait for the hidden-state dump named by that id."""
     p = _with_own_key(p, deps, p['pid']) if p.get('pid') else p
-    client = _client(p, deps)
-    _require_own(p, deps, 'cannot send the probe')
+    client = _guarded(p, deps, _require_own(p, deps, 'cannot send the probe'))
     rid = p.get('rid') or 'gpuops-probe-%d-%d' % (os.getpid(), int(time.time() * 1000))
     if deps.check_mode:
         return {'changed': True, 'rid': rid, 'dumps': [], 'seconds': 0.0}
     start = deps.clock()
     try:
         answer = shttp.generate(client, rid, p['prompt'], p['timeout'])
-    except (shttp.Refused, shttp.Unanswered) as e:
+    except (shttp.Refused, shttp.Unanswered, sprocs.Moved) as e:
         raise ActionFailed('the probe request %s got no answer: %s' % (rid, e), {'rid': rid})
     if answer.status != 200:
         raise ActionFailed('the probe request %s was refused: HTTP %d %s' % (rid, answer.status, answer.text()[:300]),
@@ -860,12 +950,11 @@ def probe(p, deps):
 
 def check_info(p, deps):
     p = _with_own_key(p, deps, p['pid']) if p.get('pid') else p
-    client = _client(p, deps)
-    _require_own(p, deps, 'cannot read /server_info')
+    client = _guarded(p, deps, _require_own(p, deps, 'cannot read /server_info'))
     expected = p.get('expect') or {}
     try:
         info = shttp.server_info(client, p['request_timeout'])
-    except (shttp.Refused, shttp.Unanswered) as e:
+    except (shttp.Refused, shttp.Unanswered, sprocs.Moved) as e:
         raise ActionFailed('cannot read the server\'s own view of its arguments: %s' % e)
     mismatches = sargs.server_info_mismatches(expected, info)
     result = {'checked': sorted(expected), 'mismatches': mismatches}

@@ -28,7 +28,7 @@ import re
 import socket
 
 from urllib.error import HTTPError, URLError
-from urllib.request import ProxyHandler, Request, build_opener
+from urllib.request import HTTPRedirectHandler, ProxyHandler, Request, build_opener
 
 _METRIC = re.compile(r'^sglang:num_(running|queue)_reqs(?:\{([^}]*)\})?\s+(\S+)', re.MULTILINE)
 _PRIORITY = re.compile(r'(?:^|,)\s*priority="([^"]*)"')
@@ -58,13 +58,35 @@ def _refused(reason):
     return isinstance(reason, ConnectionRefusedError) or getattr(reason, 'errno', None) == errno.ECONNREFUSED
 
 
-class Client:
-    """HTTP to one server. OPENER is urllib's (injected in tests); proxies are never used."""
+# Paths that SGLang serves without the API key (srt/utils/auth.py decide_request_auth): no key is sent there.
+UNKEYED = ('/health', '/health_generate', '/metrics')
 
-    def __init__(self, url, api_key=None, opener=None):
+
+class _NoRedirect(HTTPRedirectHandler):
+    """Follow no redirect: urllib's handler would send the request again, Authorization header included, to
+    whatever address the answer names. The 3xx comes back as the answer."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+def default_opener():
+    """urllib's opener for servers and gateways: no proxy (the environment's proxy would see every key), no
+    redirect."""
+    return build_opener(ProxyHandler({}), _NoRedirect())
+
+
+class Client:
+    """HTTP to one server. OPENER is urllib's (injected in tests); proxies and redirects are never followed.
+
+    The API key goes only with requests to paths that need it (not UNKEYED), and only after GUARD(), when given,
+    returned: GUARD raises (see _sglang_procs.Guard) where the address no longer belongs to the server."""
+
+    def __init__(self, url, api_key=None, opener=None, guard=None):
         self.url = url.rstrip('/')
         self.api_key = api_key
-        self.opener = opener or build_opener(ProxyHandler({}))
+        self.opener = opener or default_opener()
+        self.guard = guard
 
     def request(self, path, timeout, body=None, method=None):
         """An Answer for any HTTP status; Refused or Unanswered when there is none. METHOD: GET, or POST with a BODY."""
@@ -73,7 +95,9 @@ class Client:
         if body is not None:
             data = json.dumps(body).encode()
             headers['Content-Type'] = 'application/json'
-        if self.api_key:
+        if self.api_key and path.split('?', 1)[0] not in UNKEYED:
+            if self.guard is not None:
+                self.guard()
             headers['Authorization'] = 'Bearer ' + self.api_key
         req = Request(self.url + path, data=data, headers=headers, method=method)
         try:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 
 from ansible_collections.gpuops.host.plugins.module_utils import _gateway_procs as gateway
 
@@ -59,16 +60,17 @@ def url_of(argv, default_url):
 
 
 def api_key_of(procfs, proc, uid):
-    """The API key that the server PROC (running as UID) was started with: ``--api-key`` on its command line, which
-    SGLang lets win, else the ``api-key`` of its ``--config`` file, read as it names it. A file is read only when it
-    belongs to UID or the server runs as root, so that no server's command line can name another user's file and
-    have its key sent. None when neither says."""
+    """The API key that the server PROC (running as the real UID UID) was started with: ``--api-key`` on its command
+    line, which SGLang lets win, else the ``api-key`` of its ``--config`` file, read as it names it. The file is read
+    only when it is a regular file that belongs to UID (root's for a server that root runs), looked at before it is
+    opened (ProcFS.file_of), so that no server's command line can name another user's file, or a device, and have
+    it opened or its key sent. None when neither says."""
     key = _option(proc.cmdline, _API_KEY)
     if key:
         return key
     path = _option(proc.cmdline, _CONFIG)
-    found = procfs.file_of(proc.pid, path) if path else None
-    if found is None or (uid != 0 and found[0] != uid):
+    found = procfs.file_of(proc.pid, path, uid) if path and uid is not None else None
+    if found is None:
         return None
     for line in reversed(found[1].splitlines()):
         m = _CONFIG_API_KEY.match(line.strip())
@@ -115,12 +117,30 @@ def describe(proc, redact):
             'cmdline': redact(proc.command)}
 
 
-def port_holders(procfs, table, port, redact):
+def covering(host):
+    """The local addresses whose listening sockets take a connection to HOST (an IP address): HOST itself, the
+    wildcard of its family, and for IPv4 the IPv6 wildcard (a dual-stack socket) and HOST mapped into IPv6. None
+    when HOST is no IP address (a name): then every address counts."""
+    host = (host or '').strip('[]')
+    try:
+        family = socket.AF_INET6 if ':' in host else socket.AF_INET
+        packed = socket.inet_pton(family, host)
+    except (OSError, ValueError):
+        return None
+    if family == socket.AF_INET6:
+        return frozenset((socket.inet_ntop(family, packed), '::'))
+    return frozenset((host, '0.0.0.0', '::', '::ffff:' + host))
+
+
+def port_holders(procfs, table, port, redact, host=None):
     """Who listens on TCP PORT: ``listening`` (a socket listens, in this network namespace), ``addresses`` (the local
     addresses those sockets are bound to), ``holders``, the processes of TABLE with such a socket open, each with its
     ``user`` (none when only processes this PID namespace cannot see hold it), and ``unheld``, whether some listening
-    socket is held by none of them."""
-    addresses = procfs.tcp_listen_addresses(port)
+    socket is held by none of them. With HOST (an address, see covering), only the sockets that take a connection to
+    HOST count: a listener of another user on another address of the port neither blocks nor misleads."""
+    relevant = covering(host) if host else None
+    addresses = dict((inode, address) for inode, address in procfs.tcp_listen_addresses(port).items()
+                     if relevant is None or address in relevant)
     sockets = set('socket:[%d]' % inode for inode in addresses)
     holders, held = [], set()
     for pid, proc in sorted(table.items()):
@@ -137,24 +157,26 @@ def port_holders(procfs, table, port, redact):
 def _url_host(address):
     """The host to connect to for a socket bound to ADDRESS: loopback for a wildcard address."""
     if address in ('0.0.0.0',) or address.startswith('127.'):
-        return '127.0.0.1'
+        return '127.0.0.1' if address in ('0.0.0.0',) else address
     if address in ('::', '::1'):
         return '[::1]'
     return '[%s]' % address if ':' in address else address
 
 
-def own_listener(procfs, table, pid, port, redact):
+def own_listener(procfs, table, pid, port, redact, host=None):
     """Whether the TCP listener on PORT belongs to the tree of the main process PID (see tree): ``tied`` when some
     process of the tree listens there and no other process does (nor one this PID namespace cannot see); then
     ``url``, the server's own address (loopback for a wildcard) rather than one its command line names. Also
     ``holders`` and ``strangers`` (the holders outside the tree, by PID, user and command line) and ``reason``,
-    why it is not tied."""
-    held = port_holders(procfs, table, port, redact)
+    why it is not tied. With HOST, only the sockets that take a connection to HOST count (port_holders).
+    ``members`` are the (pid, start) of the tree, for Guard."""
+    held = port_holders(procfs, table, port, redact, host)
     root = table.get(pid)
-    members = set(p.pid for p in tree(table, root)) if root is not None and not root.zombie else set()
+    tree_of = tree(table, root) if root is not None and not root.zombie else []
+    members = set(p.pid for p in tree_of)
     strangers = [h for h in held['holders'] if h['pid'] not in members]
     out = {'port': port, 'tied': False, 'url': None, 'holders': held['holders'], 'strangers': strangers,
-           'reason': None}
+           'reason': None, 'members': sorted((p.pid, p.start) for p in tree_of), 'host': host}
     if strangers:
         out['reason'] = 'port %d is held by %s, which is not of the tree of %d' % (
             port, ', '.join('pid %d (user %s: %s)' % (h['pid'], h['user'], h['cmdline']) for h in strangers), pid)
@@ -166,8 +188,41 @@ def own_listener(procfs, table, pid, port, redact):
         out['reason'] = 'nothing of the tree of %d listens on port %d' % (pid, port)
     else:
         hosts = sorted(set(_url_host(a) for a in held['addresses']), key=lambda h: (h != '127.0.0.1', h != '[::1]', h))
-        out.update(tied=True, url='http://%s:%d' % (hosts[0], port))
+        chosen = host if host and covering(host) and ('[%s]' % host.strip('[]') if ':' in host else host) in hosts else hosts[0]
+        out.update(tied=True, url='http://%s:%d' % (chosen, port))
     return out
+
+
+class Guard:
+    """Checked before each request that carries an API key: the listening sockets of the port that take a
+    connection to the tie's host are all held by the processes of the server's tree (by PID and start time) that
+    own_listener found. Cheap (/proc/net/tcp and the tree's own descriptors), so it runs before every request of a
+    drain that polls for minutes. Calling it raises Moved with the reason, or returns None."""
+
+    def __init__(self, procfs, tie):
+        self.procfs = procfs
+        self.port = tie['port']
+        self.relevant = covering(tie.get('host')) if tie.get('host') else None
+        self.members = list(tie.get('members') or [])
+
+    def __call__(self):
+        sockets = set('socket:[%d]' % inode for inode, address in self.procfs.tcp_listen_addresses(self.port).items()
+                      if self.relevant is None or address in self.relevant)
+        if not sockets:
+            return None
+        held = set()
+        for pid, start in self.members:
+            now = self.procfs.stat(pid)
+            if now is not None and now.start == start and not now.zombie:
+                held.update(sockets.intersection(self.procfs.open_files(pid)))
+        if sockets - held:
+            raise Moved('a socket listening on port %d is no longer held by the server\'s own processes (%s)'
+                        % (self.port, ', '.join(str(pid) for pid, dummy in self.members)))
+        return None
+
+
+class Moved(Exception):
+    """The port's listener is no longer the server's own: nothing more is sent there."""
 
 
 def find_servers(procfs, table, patterns, record, default_url, redact, self_pids=(), elsewhere=None, named=()):

@@ -34,6 +34,8 @@ _SERVICE = re.compile(r'^(?P<unit>[^/]+\.service)$')
 _DOCKER_SCOPE = re.compile(r'^docker-(?P<id>[0-9a-f]{64})\.scope$')
 _LIBPOD = re.compile(r'^libpod-(?P<id>[0-9a-f]{64})(?:\.scope)?$')
 _HEX64 = re.compile(r'^[0-9a-f]{64}$')
+# A user's own service manager (systemd.special(7): user@UID.service), and everything it runs below it.
+_USER_MANAGER = re.compile(r'^user@[0-9]+\.service$')
 _ENGINE_COMMANDS = {'docker': 'docker', 'podman': 'podman'}
 # The first line of every unit file that sglang_launch writes (templates/sglang.service.j2).
 UNIT_HEADER = '# Managed by gpuops.host'
@@ -60,42 +62,72 @@ def _paths(cgroup_text):
 
 
 def _container(parts):
-    """(engine, id) of the innermost container named in the path components PARTS, or None."""
+    """(engine, id, index) of the innermost container named in the path components PARTS, or None."""
     found = None
     for i, part in enumerate(parts):
         m = _DOCKER_SCOPE.match(part)
         if m:
-            found = ('docker', m.group('id'))
+            found = ('docker', m.group('id'), i)
         elif _LIBPOD.match(part):
-            found = ('podman', _LIBPOD.match(part).group('id'))
+            found = ('podman', _LIBPOD.match(part).group('id'), i)
         elif _HEX64.match(part) and i > 0 and parts[i - 1] == 'docker':
-            found = ('docker', part)
+            found = ('docker', part, i)
     return found
 
 
 def classify(cgroup_text, own_cgroup_text=''):
-    """What the cgroup says runs a process: ``{'kind': 'systemd', 'unit': NAME}``,
-    ``{'kind': 'container', 'engine': 'docker'|'podman', 'id': ID}``, or ``{'kind': 'process'}``.
+    """What the cgroup says runs a process: ``{'kind': 'systemd', 'unit': NAME, 'path': PATH}``,
+    ``{'kind': 'container', 'engine': 'docker'|'podman', 'id': ID, 'path': PATH, 'scope': SCOPE}``, or
+    ``{'kind': 'process'}``. PATH is the process's cgroup, SCOPE the container's, each as the supervisor sees them.
+
+    This is a claim, not an answer: a user's own systemd manager makes cgroups of any name below
+    ``user@UID.service`` (``systemd-run --user --unit=nvidia-fabricmanager``, ``--scope --unit=docker-ID``), so
+    nothing below a ``user@`` unit is a system unit or a container of the system's engine, and what is above one
+    holds only once the supervisor's own answer contains the process (see confirm).
 
     OWN_CGROUP_TEXT is the module's own: the container the module runs in is not one of its
     servers' supervisors, and its prefix is left out."""
     own = container_of(own_cgroup_text) if own_cgroup_text else None
     for path in _paths(cgroup_text):
         if own and (path == own or path.startswith(own + '/')):
-            path = path[len(own):]
+            path = path[len(own):] or '/'
         parts = [p for p in path.split('/') if p]
+        if any(_USER_MANAGER.match(p) for p in parts):
+            return {'kind': 'process'}
         engine = _container(parts)
         if engine:
-            return {'kind': 'container', 'engine': engine[0], 'id': engine[1]}
+            return {'kind': 'container', 'engine': engine[0], 'id': engine[1], 'path': path,
+                    'scope': '/' + '/'.join(parts[:engine[2] + 1])}
         units = [p for p in parts if _SERVICE.match(p)]
-        if units and not units[-1].startswith('user@'):
-            return {'kind': 'systemd', 'unit': units[-1]}
+        if units:
+            return {'kind': 'systemd', 'unit': units[-1], 'path': path}
     return {'kind': 'process'}
+
+
+def confirm(claim, supervisor, main_cgroup_text='', own_cgroup_text=''):
+    """Why SUPERVISOR (read_unit's or read_container's answer) does not hold the process whose cgroup CLAIM
+    (classify's) names it; None when it does. A unit holds it when the process's cgroup is the unit's
+    ControlGroup or below it; a container, when the engine's main process of that container (State.Pid, whose
+    cgroup is MAIN_CGROUP_TEXT) is in the same container cgroup."""
+    if claim['kind'] == 'systemd':
+        group = (supervisor.get('control_group') or '').rstrip('/')
+        if group and (claim['path'] == group or claim['path'].startswith(group + '/')):
+            return None
+        return ('its cgroup %s is not in the unit %s, whose ControlGroup is %s'
+                % (claim['path'], claim['unit'], group or 'empty (the unit runs nothing)'))
+    main = supervisor.get('main_pid') or 0
+    if main <= 0:
+        return 'the container %s runs no process (State.Pid 0)' % claim['id'][:12]
+    theirs = classify(main_cgroup_text, own_cgroup_text)
+    if theirs.get('id') == claim['id'] and theirs.get('scope') == claim['scope']:
+        return None
+    return ('its cgroup %s is not the cgroup of the container %s, whose main process %d is in %s'
+            % (claim['path'], claim['id'][:12], main, theirs.get('scope') or theirs.get('path') or 'no container'))
 
 
 # -- the supervisor's own answer --------------------------------------------------------------
 
-UNIT_PROPERTIES = ('Id', 'FragmentPath', 'Restart', 'TimeoutStopUSec', 'UnitFileState', 'ActiveState', 'SubState',
+UNIT_PROPERTIES = ('Id', 'ControlGroup', 'FragmentPath', 'Restart', 'TimeoutStopUSec', 'UnitFileState', 'ActiveState', 'SubState',
                    'Result', 'MainPID', 'NRestarts', 'KillMode', 'ExecMainCode', 'ExecMainStatus')
 
 
@@ -147,7 +179,7 @@ def _seconds(usec_text):
 def read_unit(run, unit):
     """The unit's answer: restart policy, stop timeout, enablement, state, main PID and, from its
     unit file, whether sglang_launch wrote it."""
-    rc, out, err = run(['systemctl', 'show', unit, '--property=' + ','.join(UNIT_PROPERTIES)], None)
+    rc, out, err = run(['systemctl', 'show', '--property=' + ','.join(UNIT_PROPERTIES), '--', unit], None)
     if rc != 0:
         raise SupervisorError('systemctl show %s failed (rc %d): %s' % (unit, rc, (err or out).strip()))
     show = parse_show(out)
@@ -165,14 +197,14 @@ def read_unit(run, unit):
         'enabled': show.get('UnitFileState') in ('enabled', 'enabled-runtime', 'alias', 'linked', 'linked-runtime'),
         'unit_file_state': show.get('UnitFileState'), 'active_state': show.get('ActiveState'),
         'main_pid': int(show.get('MainPID') or 0), 'n_restarts': int(show.get('NRestarts') or 0),
-        'kill_mode': show.get('KillMode'),
+        'kill_mode': show.get('KillMode'), 'control_group': show.get('ControlGroup') or None,
     }
 
 
 def read_container(run, engine, container_id):
     """The engine's answer (``inspect``): name, image, restart policy, network mode and published ports."""
     command = _ENGINE_COMMANDS[engine]
-    rc, out, err = run([command, 'inspect', '--type', 'container', container_id], None)
+    rc, out, err = run([command, 'inspect', '--type', 'container', '--', container_id], None)
     if rc != 0:
         raise SupervisorError('%s inspect %s failed (rc %d): %s' % (command, container_id[:12], rc, (err or out).strip()))
     try:
@@ -191,6 +223,7 @@ def read_container(run, engine, container_id):
         'restart': ((host.get('RestartPolicy') or {}).get('Name') or 'no'),
         'network': host.get('NetworkMode'), 'ports': ports,
         'comes_back': ((host.get('RestartPolicy') or {}).get('Name') or 'no') in COMES_BACK,
+        'main_pid': int((info.get('State') or {}).get('Pid') or 0),
     }
 
 
@@ -225,13 +258,13 @@ def stop(run, supervisor, timeout, clock):
     start = clock()
     if supervisor['kind'] == 'systemd':
         unit = supervisor['unit']
-        rc, out, err = run(['systemctl', 'stop', unit], None)
+        rc, out, err = run(['systemctl', 'stop', '--', unit], None)
         seconds = clock() - start
         if rc != 0:
             raise SupervisorError('systemctl stop %s failed (rc %d) after %.1f s: %s'
                                   % (unit, rc, seconds, (err or out).strip()))
-        rc, out, err = run(['systemctl', 'show', unit, '--property=Result,ExecMainCode,ExecMainStatus,ActiveState'],
-                           None)
+        rc, out, err = run(['systemctl', 'show', '--property=Result,ExecMainCode,ExecMainStatus,ActiveState', '--',
+                            unit], None)
         show = parse_show(out) if rc == 0 else {}
         # systemd.exec(5) $SERVICE_RESULT: "timeout" when the stop timed out and systemd sent SIGKILL;
         # ExecMainCode 2 is CLD_KILLED (waitid(2)), ExecMainStatus the signal.
@@ -239,7 +272,7 @@ def stop(run, supervisor, timeout, clock):
         return {'seconds': round(seconds, 2), 'forced': forced, 'how': 'systemctl stop %s' % unit,
                 'result': show.get('Result'), 'state': show.get('ActiveState')}
     command = _ENGINE_COMMANDS[supervisor['engine']]
-    rc, out, err = run([command, 'stop', '--time', str(int(round(timeout))), supervisor['id']], None)
+    rc, out, err = run([command, 'stop', '--time', str(int(round(timeout))), '--', supervisor['id']], None)
     seconds = clock() - start
     if rc != 0:
         raise SupervisorError('%s stop %s failed (rc %d) after %.1f s: %s'

@@ -198,7 +198,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.host.plugins.module_utils._gateway import Gateway, GatewayError, put_back, query, take_out
+from ansible_collections.gpuops.host.plugins.module_utils._gateway import (Gateway, GatewayError, listeners, put_back,
+                                                                             query, take_out)
 
 
 def main():
@@ -221,7 +222,8 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    gw = Gateway(p['gateway_url'], admin_key=p['admin_key'], timeout=p['request_timeout'])
+    gw = Gateway(p['gateway_url'], admin_key=p['admin_key'], timeout=p['request_timeout'],
+                 holders=listeners(p['gateway_url']))
     waiting = dict(clock=time.monotonic, sleep=time.sleep, check=module.check_mode, wait=p['wait'],
                    timeout=p['wait_timeout'], interval=p['interval'])
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
 import threading
 import uuid
 
@@ -222,9 +223,14 @@ def test_take_out_that_the_gateway_never_completes_fails(fake):
         gateway.take_out(gateway.Gateway(fake.url), 'http://node-b:30000', clock, clock.sleep, timeout=5)
 
 
+def served_by_a_gateway(port):
+    """key_refusal's HOLDERS where the gateway's own process holds the port (FakeGateway stands in for it)."""
+    return [{'pid': 4242, 'user': 'router', 'cmdline': 'sglang::router', 'gateway': True}]
+
+
 def test_put_back_registers_the_same_fields_and_waits_healthy(fake):
     clock = Clock()
-    gw = gateway.Gateway(fake.url)
+    gw = gateway.Gateway(fake.url, holders=served_by_a_gateway)
     out = gateway.take_out(gw, 'http://node-a:30000', clock, clock.sleep)
     fake.healthy_after = 3
     result = gateway.put_back(gw, 'http://node-a:30000', clock, clock.sleep, fields=out['registration'],
@@ -264,7 +270,41 @@ def test_an_error_status_carries_the_body(fake):
         gateway.Gateway(fake.url).workers()
     assert str(e.value) == ('GET %s/workers answered HTTP 401 (the control plane wants an admin key: set admin_key): '
                             '{"error": "Unauthorized", "code": "UNAUTHORIZED"}' % fake.url)
-    assert len(gateway.Gateway(fake.url, admin_key='sk-admin').workers()) == 4
+    assert len(gateway.Gateway(fake.url, admin_key='sk-admin', holders=served_by_a_gateway).workers()) == 4
+
+
+@pytest.mark.parametrize('url, holders, refusal', [
+    ('https://gw.example:8443', None, None),
+    ('http://gw.example:8080', served_by_a_gateway, 'the gateway URL http://gw.example:8080 is plain http to another '
+     'host: anything on the way reads the keys sent there; use https, or run the task on the gateway\'s host '
+     '(sglang_gateway_delegate_to) at a loopback URL'),
+    ('http://10.0.0.7:8080', served_by_a_gateway, 'plain http to another host'),
+    ('http://127.0.0.1:8080', served_by_a_gateway, None),
+    ('http://[::1]:8080', served_by_a_gateway, None),
+    ('http://localhost:8080', lambda port: [], 'http://localhost:8080 is not listened on, not an SGLang Model Gateway'),
+    ('http://127.0.0.1:8080', lambda port: [{'pid': 77, 'user': 'nobody', 'cmdline': 'python3 squat.py', 'gateway': False}],
+     'http://127.0.0.1:8080 is held by pid 77 (user nobody: python3 squat.py), not an SGLang Model Gateway'),
+    ('http://127.0.0.1:8080', lambda port: None, 'who listens at http://127.0.0.1:8080 cannot be read on this host'),
+])
+def test_keys_go_over_https_or_to_a_gateway_s_own_loopback_listener(url, holders, refusal):
+    got = gateway.key_refusal(url, holders)
+    assert (got is None and refusal is None) or (refusal is not None and refusal in (got or '')), got
+
+
+def test_no_key_goes_to_a_loopback_port_that_another_program_holds(fake):
+    """The real /proc of this host: the test's own HTTP server (no gateway) holds the port, so the admin key and the
+    worker's key stay here; a request without a key still goes."""
+    fake.admin_key = None
+    gw = gateway.Gateway(fake.url, admin_key='sk-admin', holders=gateway.listeners(fake.url))
+    with pytest.raises(gateway.GatewayError) as e:
+        gw.workers()
+    assert 'not sent, since it carries a key: %s is held by pid %d' % (fake.url, os.getpid()) in str(e.value)
+    assert fake.calls == []
+    assert len(gateway.Gateway(fake.url, holders=gateway.listeners(fake.url)).workers()) == 4
+    with pytest.raises(gateway.GatewayError):
+        gateway.put_back(gateway.Gateway(fake.url, holders=gateway.listeners(fake.url)), 'http://node-new:30000',
+                         Clock(), Clock().sleep, worker_api_key='sk-worker')
+    assert [c[0] for c in fake.calls] == ['GET', 'GET']
 
 
 def test_module_check_mode_and_apply(fake, run_module):

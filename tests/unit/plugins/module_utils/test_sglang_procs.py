@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import stat
 import threading
 
 import pytest
@@ -249,8 +250,9 @@ def test_find_with_drain_sends_nothing_to_a_server_whose_port_another_process_ho
     assert [(u['pid'], u['user'], [s['pid'] for s in u['strangers']]) for u in found['undrained']] == [(300, 'root', [100])]
     assert found['undrained'][0]['reason'].startswith('port %d is held by pid 100 (user root: python3 -m sglang.launch_server'
                                                       % idle.server_address[1])
-    # one reading each (/metrics, then /v1/loads), at the address where each listens: none for 300
-    assert len(idle.keys) == len(busy.keys) == 2 and set(idle.keys + busy.keys) == set(['Bearer k-123456'])
+    # one reading each at the address where each listens, none for 300: /metrics without the key, which it does not
+    # need, then /v1/loads with it
+    assert idle.keys == busy.keys == [None, 'Bearer k-123456']
 
 
 def test_find_with_drain_sends_nothing_to_a_server_that_does_not_listen_itself_or_runs_as_another_user(two_servers, tmp_path):
@@ -265,11 +267,11 @@ def test_find_with_drain_sends_nothing_to_a_server_that_does_not_listen_itself_o
     assert [(u['pid'], u['user'], u['reason']) for u in found['undrained']] == [
         (200, user, 'it runs as %s, who is not trusted with the API key (root)' % user),
         (300, 'root', 'nothing of the tree of 300 listens on port 1')]
-    assert busy.keys == [] and set(idle.keys) == set(['Bearer k-123456'])
+    assert busy.keys == [] and idle.keys == [None, 'Bearer k-123456']
     # trusted by name: drained, with the key
     busy.running = 0
     found = find_and_drain(procfs, api_key='k-123456', api_key_users=[user])
-    assert [d['pid'] for d in found['drains']] == [100, 200] and set(busy.keys) == set(['Bearer k-123456'])
+    assert [d['pid'] for d in found['drains']] == [100, 200] and busy.keys == [None, 'Bearer k-123456']
 
 
 TCP_HEADER = '  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n'
@@ -416,7 +418,51 @@ def test_a_config_file_of_another_user_is_not_read_for_a_user_s_server(tmp_path)
     assert sprocs.api_key_of(procfs, server_proc, 0) == 'sk-other'    # a root server reads what root may
 
 
-def test_a_fifo_named_as_the_config_file_is_not_waited_for(tmp_path):
-    procfs, server_proc = keyed(tmp_path, SERVE + ['--config', '/run/fifo'])
-    os.mkfifo(str(tmp_path / 'fs' / 'run' / 'fifo'))
+def test_a_user_s_file_is_not_read_for_a_root_server(tmp_path):
+    procfs, server_proc = keyed(tmp_path, SERVE + ['--config', '/run/args.yaml'], 'api-key: "sk-planted"\n', uid=4242)
     assert sprocs.api_key_of(procfs, server_proc, 0) is None
+    assert sprocs.api_key_of(procfs, server_proc, 4242) == 'sk-planted'
+
+
+def test_a_fifo_named_as_the_config_file_is_never_opened(tmp_path):
+    """A writer blocked in open() of a FIFO returns once a reader opens it: it stays blocked, so the FIFO was only
+    looked at (O_PATH), never opened."""
+    procfs, server_proc = keyed(tmp_path, SERVE + ['--config', '/run/fifo'])
+    fifo = str(tmp_path / 'fs' / 'run' / 'fifo')
+    os.mkfifo(fifo)
+    opened = []
+    writer = threading.Thread(target=lambda: opened.append(os.open(fifo, os.O_WRONLY)), daemon=True)
+    writer.start()
+    try:
+        assert sprocs.api_key_of(procfs, server_proc, 0) is None
+        writer.join(0.5)
+        assert opened == [], 'the FIFO was opened for reading'
+    finally:
+        unblock = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        writer.join(5)
+        os.close(unblock)
+        for fd in opened:
+            os.close(fd)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason='mknod needs root')
+def test_a_device_named_as_the_config_file_is_never_opened(tmp_path):
+    """A terminal named as --config: opened without O_NOCTTY by a process with no controlling terminal, it would
+    become that process's; and a watchdog arms on open. The device is looked at, never opened: its access time,
+    which open() alone does not change either, is not the test; /proc/self/fd after the call is."""
+    procfs, server_proc = keyed(tmp_path, SERVE + ['--config', '/run/null'])
+    os.mknod(str(tmp_path / 'fs' / 'run' / 'null'), 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+    seen = []
+    real_open = os.open
+
+    def spy(path, flags, *args, **kwargs):
+        fd = real_open(path, flags, *args, **kwargs)
+        seen.append((str(path), flags))
+        return fd
+
+    os.open = spy
+    try:
+        assert sprocs.api_key_of(procfs, server_proc, 0) is None
+    finally:
+        os.open = real_open
+    assert [flags & os.O_PATH for dummy, flags in seen] == [os.O_PATH], seen

@@ -49,7 +49,51 @@ OWN_IN_PODMAN = ('9:name=systemd:/libpod_parent/libpod-%s/user.slice/user-0.slic
      {'kind': 'container', 'engine': 'docker', 'id': OTHER}),
 ])
 def test_classify(cgroup, own, expected):
-    assert sup.classify(cgroup, own) == expected
+    got = sup.classify(cgroup, own)
+    assert dict((k, v) for k, v in got.items() if k not in ('path', 'scope')) == expected
+
+
+@pytest.mark.parametrize('cgroup', [
+    # systemd-run --user --unit=nvidia-fabricmanager: a unit of the user's own manager, named as a system one
+    '0::/user.slice/user-65534.slice/user@65534.service/app.slice/nvidia-fabricmanager.service\n',
+    # systemd-run --user --scope --unit=docker-ID: a scope named as another tenant's container
+    '9:name=systemd:/user.slice/user-65534.slice/user@65534.service/app.slice/docker-%s.scope\n' % ID,
+    '0::/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-%s.scope/container\n' % ID,
+])
+def test_nothing_below_a_user_s_own_manager_is_a_system_unit_or_container(cgroup):
+    assert sup.classify(cgroup) == {'kind': 'process'}
+
+
+def test_the_claim_carries_the_paths_that_the_supervisor_must_confirm():
+    assert sup.classify(V1_IN_PODMAN, OWN_IN_PODMAN) == {
+        'kind': 'systemd', 'unit': 'team-sglang.service', 'path': '/system.slice/team-sglang.service'}
+    assert sup.classify('9:name=systemd:/docker/%s/sub\n' % ID) == {
+        'kind': 'container', 'engine': 'docker', 'id': ID, 'path': '/docker/%s/sub' % ID, 'scope': '/docker/%s' % ID}
+
+
+@pytest.mark.parametrize('path, group, holds', [
+    ('/system.slice/team-sglang.service', '/system.slice/team-sglang.service', True),
+    ('/system.slice/team-sglang.service/payload', '/system.slice/team-sglang.service', True),   # Delegate=yes
+    # a cgroup of another name that ends the same: not the unit's
+    ('/gpuops.slice/team-sglang.service', '/system.slice/team-sglang.service', False),
+    ('/system.slice/team-sglang.service-x', '/system.slice/team-sglang.service', False),
+    ('/system.slice/team-sglang.service', '', False),     # an inactive unit has no ControlGroup
+])
+def test_a_unit_holds_a_process_only_in_its_own_control_group(path, group, holds):
+    claim = {'kind': 'systemd', 'unit': 'team-sglang.service', 'path': path}
+    why = sup.confirm(claim, {'control_group': group})
+    assert (why is None) == holds, why
+
+
+def test_a_container_holds_a_process_only_in_the_cgroup_of_its_main_process():
+    claim = sup.classify('9:name=systemd:/docker/%s\n' % ID)
+    assert sup.confirm(claim, {'main_pid': 4242}, '9:name=systemd:/docker/%s\n' % ID) is None
+    # the engine's container of that id runs elsewhere than the process that names it
+    planted = sup.classify('9:name=systemd:/gpuops.slice/docker-%s.scope\n' % ID)
+    why = sup.confirm(planted, {'main_pid': 4242}, '9:name=systemd:/docker/%s\n' % ID)
+    assert why == ('its cgroup /gpuops.slice/docker-%s.scope is not the cgroup of the container aaaaaaaaaaaa, whose '
+                   'main process 4242 is in /docker/%s' % (ID, ID))
+    assert sup.confirm(claim, {'main_pid': 0}, '') == 'the container aaaaaaaaaaaa runs no process (State.Pid 0)'
 
 
 def test_the_module_s_own_container_is_no_supervisor_of_its_neighbours():
@@ -150,7 +194,7 @@ def test_stop_through_the_engine_waits_its_time_and_reads_the_exit_code():
     clock = iter([0.0, 60.4])
     result = sup.stop(run, {'kind': 'container', 'engine': 'docker', 'id': ID, 'name': 'team-sglang'}, 60,
                       lambda: next(clock))
-    assert run.calls[0] == ['docker', 'stop', '--time', '60', ID]
+    assert run.calls[0] == ['docker', 'stop', '--time', '60', '--', ID]
     assert result['forced'] and result['how'] == 'docker stop --time 60 team-sglang'
 
 
@@ -161,7 +205,7 @@ def test_a_podman_stop_that_the_server_obeyed_is_not_forced():
     clock = iter([0.0, 1.6])
     result = sup.stop(run, {'kind': 'container', 'engine': 'podman', 'id': ID, 'name': 'team-sglang'}, 5,
                       lambda: next(clock))
-    assert run.calls == [['podman', 'stop', '--time', '5', ID],
+    assert run.calls == [['podman', 'stop', '--time', '5', '--', ID],
                          ['podman', 'inspect', '--type', 'container', '--format', '{{.State.ExitCode}}', ID]]
     assert (result['forced'], result['how'], result['result']) == \
         (False, 'podman stop --time 5 team-sglang', 'exit code 0')
