@@ -9,14 +9,12 @@ errors."""
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 import yaml
 
 from gpusim import gateway as gpusim_gateway
 from gpusim.fleet import Fleet, SimNode
-from gpusim.sandbox import Sandbox
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not gpusim_gateway.installed(), reason="make gateway installs the real gateway")]
@@ -35,19 +33,18 @@ def nodes(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def gw(nodes):
+    """The gateway on node1, where the module runs: a key goes over plain http only to a loopback listener that the
+    module sees a gateway process hold (_gateway.key_refusal)."""
     a, b = nodes
-    sb = Sandbox(os.path.join(os.path.dirname(a.workdir), "gateway"), gpus=0, decoys=False).start()
-    g = gpusim_gateway.Gateway(sb, admin_key=ADMIN_KEY)
+    g = gpusim_gateway.Gateway(a.sandbox, admin_key=ADMIN_KEY)
     try:
         g.start()
         g.wait_up()
     except RuntimeError:
         g.stop()
-        sb.close()
         raise
     yield g
     g.stop()
-    sb.close()
 
 
 def listed(g):
@@ -116,8 +113,14 @@ def test_guard_unreachable_and_no_key(nodes, gw, tmp_path):
         {"name": "Unreachable", "gpuops.host.sglang_gateway": {"gateway_url": "http://127.0.0.1:9", "url": a.url,
                                                                "state": "absent"},
          "register": "gone", "failed_when": False},
+        {"name": "A key to a loopback port that is no gateway", "gpuops.host.sglang_gateway": {
+            "gateway_url": a.url, "admin_key": ADMIN_KEY}, "register": "stranger", "failed_when": False},
+        {"name": "A key over plain http to another host", "gpuops.host.sglang_gateway": {
+            "gateway_url": "http://gateway.invalid:8080", "admin_key": ADMIN_KEY}, "register": "remote",
+         "failed_when": False},
         {"name": "Write the results", "ansible.builtin.copy": {
-            "content": "{{ {'guard': guard, 'batch': batch, 'nokey': nokey, 'gone': gone} | to_json }}",
+            "content": "{{ {'guard': guard, 'batch': batch, 'nokey': nokey, 'gone': gone, 'stranger': stranger,"
+                       " 'remote': remote} | to_json }}",
             "dest": str(tmp_path / "results.json"), "mode": "0600"}},
     ]
     result = run(fleet, tmp_path, tasks)
@@ -133,4 +136,9 @@ def test_guard_unreachable_and_no_key(nodes, gw, tmp_path):
                                               "key: set admin_key): " % gw.url)
     assert results["gone"]["msg"] == ("GET http://127.0.0.1:9/workers: the gateway is unreachable: nothing listens "
                                       "at http://127.0.0.1:9")
+    # the SGLang server of node1 holds that port: it would have read the admin key
+    assert results["stranger"]["msg"].startswith(
+        "GET %s/workers: not sent, since it carries a key: %s is held by pid " % (a.url, a.url)), results["stranger"]
+    assert results["stranger"]["msg"].endswith("not an SGLang Model Gateway")
+    assert "plain http to another host" in results["remote"]["msg"]
     assert sorted(w["id"] for w in listed(gw)) == sorted(w["id"] for w in before)
