@@ -27,6 +27,7 @@ from ansible_collections.gpuops.host.plugins.module_utils import _sglang_http as
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang_procs as sprocs
 from ansible_collections.gpuops.host.plugins.module_utils import _supervisor as supervisors
 from ansible_collections.gpuops.host.plugins.module_utils import _lock as locks
+from ansible_collections.gpuops.host.plugins.module_utils import _writers as writers
 from ansible_collections.gpuops.host.plugins.module_utils._namespaces import Place
 from ansible_collections.gpuops.host.plugins.module_utils._nvml import NvmlError
 from ansible_collections.gpuops.host.plugins.module_utils._reap import ReapFailure
@@ -193,29 +194,100 @@ def render(p, deps):
 _SOURCE_ENV = 'set -a; . "$0"; set +a; exec "$@"'
 
 
-def _run_python(p, deps, args):
-    """P['python'] with ARGS, on the host, or in a container of P['container']['image'] where that is set:
-    ``ENGINE run --rm --network none --entrypoint /bin/sh IMAGE -c ... ENV_FILE PYTHON ARGS``, with the module's
-    private temporary directory (the argument files of the check) mounted read-only at its own path and the
-    environment in a 0600 file there, in shell syntax, which the container's shell reads."""
+# Helper programs run by absolute path: a PATH lookup would run the first match, from a directory that the server's
+# user may own (a venv's bin comes first in its PATH).
+SETPRIV = '/usr/bin/setpriv'
+
+
+def _run_as(p):
+    """(uid, gid) that P's run_as names, (0, 0) without it."""
+    run_as = p.get('run_as') or {}
+    return int(run_as.get('uid') or 0), int(run_as.get('gid') or 0)
+
+
+def _program(p, program):
+    """PROGRAM after the lines that put P's pythonpath first on sys.path: under ``-I`` Python reads no PYTHONPATH."""
+    if not p.get('pythonpath'):
+        return program
+    return 'import sys\nsys.path[0:0] = %r\n%s' % (list(p['pythonpath']), program)
+
+
+def _refuse_untrusted(p):
+    """ActionFailed where a user other than root and the run_as user can change the interpreter, its venv or a
+    pythonpath directory: what they put there would run in the check, and in the server."""
+    uid = _run_as(p)[0]
+    found = writers.untrusted_python(p['python'], p.get('pythonpath') or [], set([0, uid]))
+    if found:
+        raise ActionFailed('refusing to run %s: %s, which a user other than root%s can change; nothing was run'
+                           % (p['python'], '; '.join('%s is %s' % entry for entry in found),
+                              ' and UID %d' % uid if uid else ''), {'untrusted': [e for e, dummy in found]})
+
+
+class _CheckFiles:
+    """The temporary files of a check, readable by whoever runs it: in the module's private directory for root or
+    a container; for the run_as user, in a directory of root's (mode 0711, so nothing in it can be renamed or
+    replaced) whose files are given to that user through their descriptors."""
+
+    def __init__(self, p, deps):
+        self.uid, self.gid = _run_as(p)
+        self.host_user = self.uid != 0 and not (p.get('container') or {}).get('image')
+        self.dir = tempfile.mkdtemp(prefix='gpuops-check-') if self.host_user else deps.tmpdir
+        if self.host_user:
+            os.chmod(self.dir, 0o711)
+        self.paths = []
+
+    def write(self, content):
+        fd, path = _mkstemp(self.dir)
+        self.paths.append(path)
+        if self.host_user:
+            os.fchown(fd, self.uid, self.gid)
+        with os.fdopen(fd, 'w') as f:
+            f.write(content)
+        return path
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for path in self.paths:
+            os.unlink(path)
+        if self.host_user:
+            os.rmdir(self.dir)
+        return False
+
+
+def _run_python(p, deps, program, args):
+    """P['python'] running PROGRAM with ARGS, isolated (``-I``: no user site, no PYTHON* variables, no current
+    directory on sys.path) and as the run_as user (setpriv) on the host, once _refuse_untrusted found nothing; or in
+    a container of P['container']['image'] where that is set: ``ENGINE run --rm --network none --log-driver none
+    --entrypoint /bin/sh IMAGE -c ... ENV_FILE PYTHON ARGS``, with the module's private temporary directory (the
+    argument files of the check) mounted read-only at its own path and the environment in a 0600 file there, in
+    shell syntax, which the container's shell reads. No log driver: the check prints the parsed arguments, the API
+    key among them, which Podman's default driver would write to the journal."""
     container = p.get('container') or {}
+    env = _environ(p)
+    env.pop('PYTHONPATH', None)
     if not container.get('image'):
-        return deps.run([p['python']] + list(args), _environ(p))
+        _refuse_untrusted(p)
+        uid, gid = _run_as(p)
+        prefix = [SETPRIV, '--reuid=%d' % uid, '--regid=%d' % gid, '--init-groups', '--'] if uid else []
+        return deps.run(prefix + [p['python'], '-I', '-c', _program(p, program)] + list(args), env)
     fd, env_file = tempfile.mkstemp(prefix='sglang-env-', dir=deps.tmpdir)
     try:
         with os.fdopen(fd, 'w') as f:
             f.write(''.join('%s=%s\n' % (k, shlex.quote(v)) for k, v in sorted(_environ(p).items())))
-        argv = [container.get('engine') or 'docker', 'run', '--rm', '--network', 'none',
+        argv = [container.get('engine') or 'docker', 'run', '--rm', '--network', 'none', '--log-driver', 'none',
                 '--volume', '%s:%s:ro' % (deps.tmpdir, deps.tmpdir)]
         argv += list(container.get('options') or []) + ['--entrypoint', '/bin/sh', container['image'],
-                                                        '-c', _SOURCE_ENV, env_file, p['python']] + list(args)
+                                                        '-c', _SOURCE_ENV, env_file, p['python'], '-c',
+                                                        program] + list(args)
         return deps.run(argv, None)
     finally:
         os.unlink(env_file)
 
 
 def release(p, deps):
-    rc, out, err = _run_python(p, deps, ['-c', sargs.CHECK_PROGRAM, '--release-only'])
+    rc, out, err = _run_python(p, deps, sargs.CHECK_PROGRAM, ['--release-only'])
     try:
         found = json.loads((out or '').strip().splitlines()[0])
     except (ValueError, IndexError):
@@ -230,28 +302,18 @@ def release(p, deps):
 def check_args(p, deps):
     """The whole command line through the installed SGLang's own parser, without launching anything; then
     write its argument files. The check reads the files from a private temporary directory, and secret
-    arguments reach it only through such a file, never through its command line."""
+    arguments reach it only through such a file, never through its command line. On the host it runs as the
+    run_as user, isolated (_run_python): root runs nothing of the server's Python."""
     redact = _redactor(p)
     out = _rendered(p)
     args = dict(p.get('server_args') or {})
-    temp, argv = [], []
-
-    def temp_file(content):
-        fd, path = _mkstemp(deps.tmpdir)
-        temp.append(path)
-        with os.fdopen(fd, 'w') as f:
-            f.write(content)
-        return path
-
-    for arg in out['server_argv']:
-        argv.append(temp_file(out['files'][arg]) if arg in out['files'] else arg)
-    if out['hidden'] and '--config' not in argv:
-        argv.extend(['--config', temp_file(sargs.dump_yaml(sargs.render_config(out['hidden'])))])
-    try:
-        rc, stdout, stderr = _run_python(p, deps, ['-c', sargs.CHECK_PROGRAM] + argv)
-    finally:
-        for path in temp:
-            os.unlink(path)
+    argv = []
+    with _CheckFiles(p, deps) as temp:
+        for arg in out['server_argv']:
+            argv.append(temp.write(out['files'][arg]) if arg in out['files'] else arg)
+        if out['hidden'] and '--config' not in argv:
+            argv.extend(['--config', temp.write(sargs.dump_yaml(sargs.render_config(out['hidden'])))])
+        rc, stdout, stderr = _run_python(p, deps, sargs.CHECK_PROGRAM, argv)
     try:
         found = sargs.check_result(rc, stdout, stderr, redact.argv(sargs.render_flags(args)), redact, p['python'])
     except sargs.ArgsError as e:

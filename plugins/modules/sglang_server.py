@@ -148,10 +148,31 @@ options:
         elements: str
         default: []
   pythonpath:
-    description: Directories put on C(PYTHONPATH) for V(release) and V(check_args), as the server gets them.
+    description:
+      - Directories put first on C(sys.path) for V(release) and V(check_args), as the server gets them on C(PYTHONPATH).
+      - Refused, as O(python) and its venv are, where a user other than root and the O(run_as) user can change one of
+        them or a directory on the way to it; nothing is run then.
     type: list
     elements: path
     default: []
+  run_as:
+    description:
+      - The user who runs V(release) and V(check_args) on the host (the server's user), through C(/usr/bin/setpriv),
+        with O(python) isolated (C(-I)): no user site directory, no C(PYTHON*) variable, nothing of the current
+        directory. Root then runs nothing of the server's Python.
+      - Without it, root runs them, isolated as well.
+      - The temporary argument files of the check are given to this user in a directory of root's that no one else
+        can change.
+    type: dict
+    suboptions:
+      uid:
+        description: Its UID.
+        type: int
+        required: true
+      gid:
+        description: Its primary GID; C(setpriv --init-groups) adds its supplementary groups.
+        type: int
+        required: true
   environment:
     description:
       - Environment of the server, given to V(release) and V(check_args) as the server would get it.
@@ -1034,6 +1055,8 @@ def main():
             environment=dict(type='dict', default={}),
             secret_environment=dict(type='dict', default={}, no_log=True),
             entry_module=dict(type='str', default='sglang.launch_server'),
+            run_as=dict(type='dict', options=dict(uid=dict(type='int', required=True),
+                                                  gid=dict(type='int', required=True))),
             server_args=dict(type='dict', default={}),
             secret_server_args=dict(type='dict', default={}, no_log=True),
             secret_args=dict(type='list', elements='str', default=[], no_log=False),

@@ -11,6 +11,8 @@ import os
 import stat
 import subprocess
 
+import pytest
+
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang
 from ansible_collections.gpuops.host.plugins.module_utils._sglang import Deps
 
@@ -39,25 +41,86 @@ def params(**extra):
                  "environment": {"CUDA_VISIBLE_DEVICES": "0,1", "HF_TOKEN": SECRET}}, **extra)
 
 
-def test_on_the_host_the_interpreter_gets_the_environment_directly(tmp_path):
+def test_on_the_host_the_interpreter_runs_isolated_with_the_environment_and_the_path_first(tmp_path):
     run = Recorder(tmp_path)
 
-    _sglang._run_python(params(), Deps(None, run, tmpdir=str(tmp_path)), ["-c", "pass"])
+    _sglang._run_python(params(), Deps(None, run, tmpdir=str(tmp_path)), "pass", [])
 
     ((argv, env, dummy),) = run.calls
-    assert argv == ["/opt/sglang/bin/python", "-c", "pass"]
-    assert env == {"CUDA_VISIBLE_DEVICES": "0,1", "HF_TOKEN": SECRET, "PYTHONPATH": "/opt/patch"}
+    assert argv == ["/opt/sglang/bin/python", "-I", "-c", "import sys\nsys.path[0:0] = ['/opt/patch']\npass"]
+    assert env == {"CUDA_VISIBLE_DEVICES": "0,1", "HF_TOKEN": SECRET}
+
+
+def test_the_server_s_user_runs_it_through_setpriv_by_absolute_path(tmp_path):
+    run = Recorder(tmp_path)
+
+    _sglang._run_python(params(run_as={"uid": 1234, "gid": 1235}), Deps(None, run, tmpdir=str(tmp_path)), "pass", ["x"])
+
+    ((argv, dummy, dummy),) = run.calls
+    assert argv[:5] == ["/usr/bin/setpriv", "--reuid=1234", "--regid=1235", "--init-groups", "--"]
+    assert argv[5:7] == ["/opt/sglang/bin/python", "-I"] and argv[-1] == "x"
+
+
+def real_run(argv, env):
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/bin/python3"), reason="needs the system's Python")
+def test_no_pth_file_of_the_user_s_home_runs(tmp_path):
+    """A system Python started with a user's HOME runs that user's ~/.local/.../site-packages/*.pth: under -I it
+    does not (real interpreter, real HOME)."""
+    home = tmp_path / "home"
+    proof = tmp_path / "ran"
+    out = subprocess.run(["/usr/bin/python3", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    site = home / ".local" / "lib" / ("python" + out) / "site-packages"
+    site.mkdir(parents=True)
+    (site / "evil.pth").write_text("import os; open(%r, 'w').close()\n" % str(proof))
+    p = {"python": "/usr/bin/python3", "environment": {"HOME": str(home)}}
+    # the trap is real: without -I, this Python runs it
+    subprocess.run(["/usr/bin/python3", "-c", "pass"], env={"HOME": str(home)}, check=True)
+    assert proof.exists()
+    proof.unlink()
+
+    rc, dummy, dummy = _sglang._run_python(p, Deps(None, real_run, tmpdir=str(tmp_path)), "pass", [])
+
+    assert rc == 0 and not proof.exists()
+
+
+def test_an_interpreter_that_another_user_can_change_is_refused_before_it_runs(tmp_path):
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (venv / "bin" / "python").symlink_to("/usr/bin/python3")
+    os.chmod(str(venv / "bin"), 0o777)      # anyone can put another python there
+    run = Recorder(tmp_path / "none")
+
+    with pytest.raises(_sglang.ActionFailed) as e:
+        _sglang._run_python({"python": str(venv / "bin" / "python")}, Deps(None, run, tmpdir=str(tmp_path)), "pass", [])
+
+    assert e.value.msg == ("refusing to run %s: %s is writable by every user (mode 0777), which a user other than root "
+                           "can change; nothing was run" % (venv / "bin" / "python", venv / "bin"))
+    assert run.calls == []
+    os.chmod(str(venv / "bin"), 0o755)
+    os.chown(str(venv), 4242, 4242)         # the server's user's venv: its code runs as that user
+    with pytest.raises(_sglang.ActionFailed):
+        _sglang._run_python({"python": str(venv / "bin" / "python")}, Deps(None, run, tmpdir=str(tmp_path)), "pass", [])
+    _sglang._run_python({"python": str(venv / "bin" / "python"), "run_as": {"uid": 4242, "gid": 4242}},
+                        Deps(None, run, tmpdir=str(tmp_path)), "pass", [])
+    assert len(run.calls) == 1
 
 
 def test_in_a_container_no_value_of_the_environment_is_on_the_engine_s_command_line(tmp_path):
     run = Recorder(tmp_path)
     container = {"engine": "podman", "image": "lmsysorg/sglang:v0.5.23", "options": ["--volume=/models:/models:ro"]}
 
-    _sglang._run_python(params(container=container), Deps(None, run, tmpdir=str(tmp_path)), ["-c", "pass"])
+    _sglang._run_python(params(container=container), Deps(None, run, tmpdir=str(tmp_path)), "pass", [])
 
     ((argv, env, files),) = run.calls
     env_file = argv[argv.index("-c") + 2]
-    assert argv == ["podman", "run", "--rm", "--network", "none", "--volume", "%s:%s:ro" % (tmp_path, tmp_path),
+    assert argv == ["podman", "run", "--rm", "--network", "none", "--log-driver", "none",
+                    "--volume", "%s:%s:ro" % (tmp_path, tmp_path),
                     "--volume=/models:/models:ro", "--entrypoint", "/bin/sh", "lmsysorg/sglang:v0.5.23",
                     "-c", 'set -a; . "$0"; set +a; exec "$@"', env_file, "/opt/sglang/bin/python", "-c", "pass"]
     assert env is None and "--env-file" not in argv and not any(SECRET in a for a in argv)
