@@ -28,6 +28,8 @@ import os
 import stat
 import time
 
+from ansible_collections.gpuops.host.plugins.module_utils._writers import writers
+
 LOCK_FILE = "lock.json"
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
 # A record this many seconds in the future cannot come from a run on this host's clock.
@@ -88,6 +90,17 @@ def boot_clock():
     except (IOError, OSError):
         boot_id = None
     return boot_id, time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def check_parents(path: str, uid: int) -> None:
+    """Raise LockError where a directory on the way to the lock directory PATH can be changed by a user other than
+    root and UID: that user would rename the lock directory away, or put another at its name, between two calls. A
+    sticky directory (/run/lock) is safe for the entries it holds of root's."""
+    found = writers(os.path.dirname(os.path.abspath(path)), set([0, uid]))
+    if found:
+        raise LockError("The lock directory %s is in a directory that another user can change: %s; refusing to use it. "
+                        "Choose a lock directory under one that only root can write (the default, /run/gpuops)."
+                        % (path, "; ".join("%s is %s" % entry for entry in found)))
 
 
 def check_directory(path: str, uid: int) -> bool:
@@ -158,20 +171,25 @@ class HostLock:
 
     # -- changing --
 
-    def acquire(self, owner: dict, max_age: float, check_mode: bool = False) -> dict:
+    def acquire(self, owner: dict, max_age: float, check_mode: bool = False, moved: bool = False) -> dict:
         """Take the lock for OWNER (a dict with at least "run"); raise LockHeld when a live run holds it.
 
         Returns changed, owner (the record now in force), taken_over (the stale record replaced, or None), and
-        moved_aside (where a directory that another user owns or can enter was moved, so it blocks nothing)."""
+        moved_aside (where a directory that another user owns or can enter was moved, so it blocks nothing). A
+        directory planted again right after it was moved aside fails: MOVED says this call moved one already."""
+        check_parents(self.directory, self.uid)
         try:
             exists = check_directory(self.directory, self.uid)
         except LockError:
-            # Planted by another user (in a directory anyone can write, such as /run/lock): no run of ours holds it.
+            # Planted by another user (in a sticky directory anyone can write, such as /run/lock): no run of ours
+            # holds it.
             if check_mode:
                 return {"changed": True, "owner": self.record(owner), "taken_over": None, "moved_aside": self.directory}
-            moved = self._move_aside()
-            result = self.acquire(owner, max_age)
-            result["moved_aside"] = moved
+            if moved:
+                raise
+            aside = self._move_aside()
+            result = self.acquire(owner, max_age, moved=True)
+            result["moved_aside"] = aside
             return result
         if not exists:
             if check_mode:

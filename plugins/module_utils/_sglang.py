@@ -385,7 +385,7 @@ def find(p, deps, record=None):
              'recorded': recorded[0] if recorded else None,
              'gateways': sprocs.gateways(deps.procfs, table, redact, named)}
     if p.get('port'):
-        found['port'] = sprocs.port_holders(deps.procfs, table, p['port'], redact)
+        found['port'] = sprocs.port_holders(deps.procfs, table, p['port'], redact, p.get('bind_host'))
     if p.get('drain'):
         _refuse_colaunched(found, _counting(p, deps, servers))
         found['drains'] = _drain_each(found, p, deps, table)

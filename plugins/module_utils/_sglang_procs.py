@@ -120,13 +120,15 @@ def describe(proc, redact):
 def covering(host):
     """The local addresses whose listening sockets take a connection to HOST (an IP address): HOST itself, the
     wildcard of its family, and for IPv4 the IPv6 wildcard (a dual-stack socket) and HOST mapped into IPv6. None
-    when HOST is no IP address (a name): then every address counts."""
+    when HOST is no IP address (a name) or is a wildcard (0.0.0.0, ::): then every address counts."""
     host = (host or '').strip('[]')
     try:
         family = socket.AF_INET6 if ':' in host else socket.AF_INET
         packed = socket.inet_pton(family, host)
     except (OSError, ValueError):
         return None
+    if packed == b'\0' * len(packed):
+        return None  # a wildcard: every address of the port counts
     if family == socket.AF_INET6:
         return frozenset((socket.inet_ntop(family, packed), '::'))
     return frozenset((host, '0.0.0.0', '::', '::ffff:' + host))

@@ -56,6 +56,9 @@ options:
     description:
       - Admin key of the gateway's control plane (one of its C(--control-plane-api-keys) with role admin), sent as
         a bearer token. Leave it unset for a gateway that runs without control-plane keys.
+      - A request that carries a key (this one, or O(worker_api_key)) is sent only over https, or over plain http to a
+        loopback address of the host the task runs on whose listener a gateway process holds (C(sglang::router),
+        C(sglang_router.launch_router)); anywhere else it fails before anything is sent. No redirect is followed.
     type: str
   state:
     description:
@@ -94,6 +97,7 @@ options:
     description:
       - API key that the gateway sends to this worker (the worker's C(--api-key)), for O(state=present). The
         gateway never lists it, so a registration cannot carry it over.
+      - Sent only where O(admin_key) may be sent.
     type: str
   wait:
     description: Wait until the gateway lists the worker no more (V(absent)) or lists it healthy (V(present)).

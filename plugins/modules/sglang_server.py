@@ -19,10 +19,18 @@ description:
     re-parented to PID 1 included). With O(drain) it then drains each of them, one after the other, as
     V(drain) does, in the same call (RV(drains)), at the address where the server's own tree listens (from
     C(/proc/net/tcp), C(/proc/net/tcp6) and the processes' sockets), never one its command line names. A server whose
-    listener cannot be tied to its tree (nothing of it listens on its port, or another process does), or that runs
-    as a user not trusted with O(api_key) (root, the owner of the recorded server, O(api_key_users)), is sent
-    nothing - no request, no key - and is not drained; it is listed in RV(undrained) with the reason, and a
-    warning names it. Its drain cannot hold up the stop.
+    listener cannot be tied to its tree (nothing of it listens on its port, or another process does), or that is
+    not trusted with O(api_key), is sent nothing - no request, no key - and is not drained; it is listed in
+    RV(undrained) with the reason, and a warning names it. Its drain cannot hold up the stop.
+  - Trusted with the API key are the server that the record names by PID and start time, a server that root itself
+    runs (real, effective, saved and filesystem UIDs 0, and no setuid program's image - a user who execs C(su)
+    gets a process that C(ps) shows as root's), and servers whose real user is the recorded server's or in
+    O(api_key_users). The listener is checked again before every request that carries the key; no key goes with
+    C(/metrics) or C(/health*), which SGLang serves without one, and no redirect is followed. A server's
+    C(--config) file, where its key may be, is read only when it is a regular file of the server's real user,
+    looked at before it is opened.
+  - A process is its real user's throughout (O(owners), RV(servers), RV(others)) - the UID of C(/proc/PID/status),
+    not the owner of C(/proc/PID), which is the effective UID.
   - V(release) reads the version of the SGLang that O(python) imports.
   - V(render) turns O(server_args) into the server's command line and the NVML indices of the GPUs it will
     occupy. Secret arguments never go onto the command line, which every user of the host can read - with
@@ -158,7 +166,7 @@ options:
   run_as:
     description:
       - The user who runs V(release) and V(check_args) on the host (the server's user), through C(/usr/bin/setpriv),
-        with O(python) isolated (C(-I)): no user site directory, no C(PYTHON*) variable, nothing of the current
+        with O(python) isolated (C(-I)) - no user site directory, no C(PYTHON*) variable, nothing of the current
         directory. Root then runs nothing of the server's Python.
       - Without it, root runs them, isolated as well.
       - The temporary argument files of the check are given to this user in a directory of root's that no one else
@@ -244,6 +252,13 @@ options:
       - For V(find), also report who listens on this TCP port (RV(port)), from C(/proc/net/tcp) and C(/proc/net/tcp6)
         of the module's network namespace and the open sockets of the processes it can see.
     type: int
+  bind_host:
+    description:
+      - For V(find) with O(port), the address that a new server will bind. Only the sockets listening on the port at
+        an address that conflicts with it count (that address, the wildcard of its family, an IPv6 wildcard). Another
+        program's listener on another address of the port (V(127.0.0.2), V(::1)) neither holds it nor blocks it.
+      - Without it, or with a wildcard (V(0.0.0.0), V(::)), every address of the port counts.
+    type: str
   presets:
     description: For V(find), M(gpuops.host.gpu_reap) presets whose command line patterns find servers started by hand.
     type: list
@@ -265,9 +280,13 @@ options:
     default: false
   owners:
     description:
-      - For V(find), the users whose servers are found for a stop (names, or UIDs where a user has no name). Another
-        user's server is listed in RV(others), with its user, PID and ports, and is never drained (it is sent no
-        API key) nor stopped, unless O(pids) names it. Empty, the servers of every user are found.
+      - For V(find), the users whose servers are found for a stop (names, or UIDs where a user has no name), by the
+        real UID of each process. Another user's server is listed in RV(others), with its user, PID and ports, and is
+        never drained (it is sent no API key) nor stopped, unless O(pids) names it. Empty, the servers of every user
+        are found.
+      - Only gateways of root itself and of these users (without them, of the found servers' users) can refuse a
+        stop for the servers they co-launched, and only their new servers fail the settle watch; another user's
+        neither blocks nor fails it.
     type: list
     elements: str
     default: []
@@ -278,6 +297,11 @@ options:
         C(TimeoutStopSec), or C(docker stop --time) / C(podman stop --time) with O(stop_timeout) - and report it in
         RV(supervised_stops), with whether the supervisor had to escalate to SIGKILL. An explicit stop does not
         trigger a restart policy. Servers that nothing supervises are left to M(gpuops.host.gpu_reap).
+      - The cgroup of a server only names a candidate; the supervisor's own answer decides. A unit supervises a server
+        whose cgroup is its C(ControlGroup) or below it (C(systemctl show)); a container, one in the same container
+        cgroup as its C(State.Pid) (C(inspect)). Nothing below a user's own manager (C(user@UID.service)) is a system
+        unit or container. A server whose cgroup names a unit or container that does not hold it is stopped as a
+        process of its own, with a warning, never through what it names.
     type: bool
     default: false
   stop_timeout:
@@ -427,8 +451,8 @@ options:
         required: true
   api_key_users:
     description:
-      - For V(find) with O(drain), the users, beside root and the owner of the recorded server, whose servers are
-        drained and sent O(api_key). Servers of other users are listed in RV(undrained).
+      - For V(find) with O(drain), the users, beside root itself and the user of the recorded server, whose servers
+        are drained and sent O(api_key), by their real UID. Servers of other users are listed in RV(undrained).
     type: list
     elements: str
     default: []
@@ -1065,6 +1089,7 @@ def main():
             secrets_path=dict(type='path'),
             record_path=dict(type='path'),
             port=dict(type='int'),
+            bind_host=dict(type='str'),
             presets=dict(type='list', elements='str', default=['sglang']),
             patterns=dict(type='list', elements='str', default=[]),
             pids=dict(type='list', elements='int', default=[]),

@@ -421,7 +421,8 @@ def test_a_masquerade_in_a_cgroup_named_after_another_tenant_s_container_never_g
         # the tenant's own container is elsewhere: its cgroup is the engine's (cgroupfs driver: /docker/ID)
         assert planted.name not in inside(node, "cat", "/proc/%d/cgroup" % before["State"]["Pid"])
 
-        run = fleet.playbook("stop_sglang.yml", "-v", "-e", stop_vars(tmp_path, owners), timeout=240)
+        run = fleet.playbook("stop_sglang.yml", "-e", stop_vars(tmp_path, owners), timeout=240)
+        gone = not masquerade.alive(masquerade.pid)
     finally:
         masquerade.close()
         planted.close()
@@ -433,9 +434,71 @@ def test_a_masquerade_in_a_cgroup_named_after_another_tenant_s_container_never_g
     assert run.rc == 0, run.output
     words = run.words()
     if owners is None:
-        assert "Not touched: pid %d (user nobody)" % masquerade.pid in words, run.output
-    elif where == "":
-        # every user's servers are stopped: the masquerade too, as a process of its own, never through the container
+        # another user's process: left alone
+        assert gone is False, "nobody's masquerade was stopped: %s" % run.output[-3000:]
+        if not where:
+            assert "Not touched: pid %d (user nobody)" % masquerade.pid in words, run.output
+    elif not where:
+        # every user's servers are stopped, the masquerade among them: the container its cgroup names is asked, and
+        # its own answer (State.Pid's cgroup) does not hold the masquerade
         assert ("the SGLang server %d is not stopped through docker container %s, which its cgroup names: its cgroup "
                 "%s is not the cgroup of the container %s, whose main process %d is in /docker/%s"
                 % (masquerade.pid, cid[:12], planted.name, cid[:12], before["State"]["Pid"], cid)) in words, run.output
+
+
+# -- finding 8: nobody's fake gateway holds up no stop --
+
+def test_nobody_s_fake_gateway_with_a_co_launched_server_neither_blocks_the_stop_nor_is_touched(
+        node, fleet, tmp_path, home):
+    pid = node.serving()
+    # a "launcher" titled sglang::router, and its child, forked before the exec, titled sglang::server
+    fake = NobodysProcess(node, ["bash", "-c", "(exec -a sglang::server sleep 600) & echo $$ $!; "
+                                               "exec -a sglang::router sleep 600"], home)
+    try:
+        launcher, child = (fake.record(int(p)) for p in fake.proc.stdout.readline().split())
+        wait_for(lambda: inside(node, "cat", "/proc/%d/cmdline" % launcher).startswith("sglang::router\0")
+                 and inside(node, "cat", "/proc/%d/cmdline" % child).startswith("sglang::server\0"),
+                 "the fake gateway did not start")
+        fake.pids[launcher] = stat_start(node, launcher)
+
+        run = fleet.playbook("stop_sglang.yml", "-e", stop_vars(tmp_path, None), timeout=240)
+        left = [fake.alive(launcher), fake.alive(child)]
+    finally:
+        fake.close()
+    assert run.rc == 0, run.output
+    assert pid not in node.main_pids() and not node.healthy(), run.output
+    assert left == [True, True], "nobody's fake gateway was signalled: %s" % run.output[-3000:]
+    assert "not stopping servers that the SGLang Model Gateway co-launched" not in run.words()
+    assert ("Left running: the SGLang Model Gateway, pid %d (user nobody) sglang::router 600" % launcher
+            in run.words()), run.output
+
+
+# -- finding 9: a listener on another address of the server's port fails no launch --
+
+def test_nobody_s_listener_on_127_0_0_2_at_the_server_s_port_fails_no_restart_and_gets_no_request(
+        node, fleet, tmp_path, home):
+    node.serving()
+    assert fleet.nodes[0].host_vars()["sglang_launch_server_args"].get("host") is None     # SGLang's: 127.0.0.1
+    api_key = "sk-" + secrets.token_hex(12)
+    script = os.path.join(home, "listen.py")
+    with open(script, "w") as f:
+        f.write(LISTENER)
+    log = os.path.join(home, "requests.log")
+    squatter = NobodysProcess(node, ["python3", script, "127.0.0.2", str(node.port), log], home)
+    try:
+        wait_for(lambda: os.path.exists(log) and read(log) == "bound\n", "nobody's listener did not bind")
+        holder = [p["pid"] for p in node.sandbox.procs() if p["cmdline"][:2] == ["python3", script]]
+        squatter.record(holder[0])
+
+        run = fleet.playbook("restart_serving.yml", "-e", vars_file(tmp_path / "vars.json", {
+            "sglang_launch_server_args": {"tp_size": 2, "enable_metrics": True, "api_key": api_key}}), timeout=240)
+        received = read(log)
+        still = squatter.alive(holder[0])
+    finally:
+        squatter.close()
+    assert run.rc == 0, run.output
+    record = node.record()
+    assert record["status"] == "ok" and node.main_pids() == [record["pid"]], record
+    assert http_get(node.url + "/health", api_key=api_key)[0] == 200
+    assert still, "nobody's listener on 127.0.0.2:%d was stopped: %s" % (node.port, run.output[-3000:])
+    assert received == "bound\n", "nobody's listener on 127.0.0.2 was sent requests: %s" % received

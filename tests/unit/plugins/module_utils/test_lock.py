@@ -262,3 +262,20 @@ def test_check_fails_when_the_lock_is_gone(directory, remove):
         lock_at(directory).check('run-a')
 
     assert e.value.owner is None and 'nobody holds it now (the lock file was removed)' in str(e.value)
+
+
+def test_a_lock_directory_under_a_directory_that_another_user_can_change_is_refused(tmp_path):
+    """A user who can write the parent renames the lock directory away, or plants another at its name."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(str(shared), 0o777)
+    lock = HostLock(str(shared / "gpuops"))
+    with pytest.raises(LockError) as e:
+        lock.acquire({"run": "r1"}, max_age=60)
+    assert str(e.value) == (
+        "The lock directory %s is in a directory that another user can change: %s is writable by every user (mode "
+        "0777); refusing to use it. Choose a lock directory under one that only root can write (the default, "
+        "/run/gpuops)." % (shared / "gpuops", shared))
+    assert not (shared / "gpuops").exists()
+    os.chmod(str(shared), 0o1777)            # sticky, as /tmp: no one renames an entry of root's
+    assert lock.acquire({"run": "r1"}, max_age=60)

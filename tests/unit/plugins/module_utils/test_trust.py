@@ -260,6 +260,8 @@ def test_another_users_listener_on_another_address_of_the_port_does_not_count(tm
     ('127.0.0.1', {'127.0.0.1', '0.0.0.0', '::', '::ffff:127.0.0.1'}),
     ('[::1]', {'::1', '::'}),
     ('gpu-node-01', None),
+    ('0.0.0.0', None),      # a server binding every address conflicts with every listener of the port
+    ('::', None),
 ])
 def test_covering(host, covered):
     got = sprocs.covering(host)
