@@ -770,17 +770,18 @@ def identified(record, server):
         return False
 
 
-def key_trust(p, deps, server, record):
+def key_trust(p, deps, server, record, servers=()):
     """Why SERVER is not trusted with an API key, or None when it is: the server that RECORD names (identified),
     one that root itself runs (ProcFS.trusted_root: not a setuid program's image, whose /proc entry only looks
-    root's), or one whose real user is the recorded server's or in api_key_users."""
+    root's), or one whose real user is in api_key_users, or is the user of the recorded server where SERVERS (find's)
+    hold it."""
     pid = server['pid']
     if identified(record, server) or deps.procfs.trusted_root(pid):
         return None
     user = deps.procfs.owner(pid)
     users = set(p.get('api_key_users') or [])
     recorded = record.get('owner') if record else None
-    if recorded and recorded != 'root' and any(identified(record, s) for s in p.get('_servers') or []):
+    if recorded and recorded != 'root' and any(identified(record, s) for s in servers):
         users.add(recorded)
     if user in users:
         return None
@@ -795,11 +796,10 @@ def _drain_each(found, p, deps, table):
     stop at the first that fails. A server whose listener cannot be tied to its tree, or that is not trusted with
     the API key (key_trust), is sent nothing: it is not drained, and is listed in RV(undrained) with the reason."""
     drains, undrained = [], []
-    trusting = dict(p, _servers=found['servers'])
     for server in found['servers']:
         user = deps.procfs.owner(server['pid'])
         tie = _tied(p, deps, server['pid'], server['url'], table)
-        reason = tie['reason'] if not tie['tied'] else key_trust(trusting, deps, server, found['record'])
+        reason = tie['reason'] if not tie['tied'] else key_trust(p, deps, server, found['record'], found['servers'])
         if reason:
             undrained.append({'pid': server['pid'], 'user': user, 'url': server['url'], 'reason': reason,
                               'strangers': tie['strangers']})

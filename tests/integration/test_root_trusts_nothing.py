@@ -15,16 +15,19 @@ The user is nobody (setpriv inside the node's sandbox). Their tools:
 - a listener on another loopback address of the server's port.
 
 What root must do: send no API key to nobody's listener, open no FIFO that nobody names as the server's --config,
-stop no other tenant's container, let nobody's fake gateway hold up no stop, and let nobody's listener on
-127.0.0.2 fail no launch.
+stop no other tenant's container, let nobody's fake gateway hold up no stop, and let nobody's listener on another
+loopback address (127.0.0.2, ::1) fail no restart.
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import secrets
 import shutil
+import socket
+import struct
 import subprocess
 import threading
 import time
@@ -85,7 +88,7 @@ os.execv("/bin/su", ["python", "-msglang.launch_server", "--", "root", "--port",
 
 LISTENER = r'''
 """nobody's listener on HOST:PORT that logs every request with its Authorization header."""
-import http.server, sys
+import http.server, socket, sys
 host, port, log_path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 log = open(log_path, "a", buffering=1)
 
@@ -104,6 +107,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
     do_POST = do_GET
 
 
+if ":" in host:
+    http.server.ThreadingHTTPServer.address_family = socket.AF_INET6
 server = http.server.ThreadingHTTPServer((host, port), Handler)
 log.write("bound\n")
 server.serve_forever()
@@ -111,7 +116,6 @@ server.serve_forever()
 
 
 def vars_file(path, values: dict) -> str:
-    import json
     fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         json.dump(values, f)
@@ -128,6 +132,22 @@ def wait_for(predicate, what, timeout=60):
 def read(path) -> str:
     with open(path) as f:
         return f.read()
+
+
+def listening_addresses(port: int, table: str = "tcp") -> list:
+    """The local addresses of the sockets that listen on TCP PORT, from /proc/net/TABLE (tcp or tcp6; the node
+    shares this host's network)."""
+    found = []
+    with open("/proc/net/" + table) as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            address, hex_port = fields[1].split(":")
+            if fields[3] != "0A" or int(hex_port, 16) != port:
+                continue
+            # each 32-bit word of the address in host byte order
+            raw = b"".join(struct.pack("=I", int(address[i:i + 8], 16)) for i in range(0, len(address), 8))
+            found.append(socket.inet_ntop(socket.AF_INET6 if len(raw) == 16 else socket.AF_INET, raw))
+    return sorted(found)
 
 
 def inside(node, *argv) -> str:
@@ -192,19 +212,24 @@ class Masquerade(NobodysProcess):
         self.port = port
         # su reads its password from stdin: the pipe stays open until close()
         super().__init__(node, ["python3", script, str(port), self.log] + list(extra), home, stdin=subprocess.PIPE)
+        try:
+            self._started()
+        except BaseException:
+            self.close()
+            raise
+
+    def _started(self):
+        node = self.node
         line = self.proc.stdout.readline().split()
         assert len(line) == 2, "the masquerade did not start"
         self.pid, self.child = self.record(int(line[0])), self.record(int(line[1]))
+        # the start time recorded before the exec is su's too
         wait_for(lambda: inside(node, "cat", "/proc/%d/cmdline" % self.pid).startswith("python\0-msglang"),
                  "su did not start")
-        self.pids[self.pid] = stat_start(node, self.pid)     # the start time does not change across the exec
+        self.command = inside(node, "cat", "/proc/%d/cmdline" % self.pid).rstrip("\0").replace("\0", " ")
         status = inside(node, "cat", "/proc/%d/status" % self.pid)
         # what ps shows: root's; what the kernel knows: nobody's, in a setuid program's image
         assert "\nUid:\t65534\t0\t0\t0\n" in status, status
-
-    @property
-    def command(self) -> str:
-        return inside(self.node, "cat", "/proc/%d/cmdline" % self.pid).rstrip("\0").replace("\0", " ")
 
     def received(self) -> str:
         return read(self.log) if os.path.exists(self.log) else ""
@@ -242,7 +267,7 @@ def assert_left_alone_or_sent_nothing(run, masquerade, owners):
                 % (masquerade.pid, masquerade.port)) in words, run.output
 
 
-# -- finding 2: the key goes to no masquerade --
+# -- no key to a masquerade --
 
 @OWNERS
 def test_the_stop_s_api_key_never_reaches_a_listener_in_the_tree_of_nobody_s_su_masquerade(
@@ -283,7 +308,7 @@ def test_the_key_of_a_root_only_config_file_that_a_masquerade_names_never_reache
     assert_left_alone_or_sent_nothing(run, masquerade, owners)
 
 
-# -- finding 2: a FIFO named as --config is never opened --
+# -- no FIFO opened --
 
 class BlockedWriter(threading.Thread):
     """A writer blocked in open(O_WRONLY) of a FIFO, until some process opens it for reading."""
@@ -320,16 +345,17 @@ def test_a_fifo_that_a_masquerade_names_as_its_config_file_is_never_opened(node,
     os.chown(fifo, 65534, 65534)
     writer = BlockedWriter(fifo)
     writer.start()
-    masquerade = Masquerade(node, home, net.free_port(), ["--config", fifo])
     try:
-        time.sleep(0.2)
-        assert not writer.opened.is_set()
-        run = fleet.playbook("stop_sglang.yml", "-e", stop_vars(tmp_path, owners), timeout=240)
-        opened = writer.opened.is_set()
-        received = masquerade.received()
+        masquerade = Masquerade(node, home, net.free_port(), ["--config", fifo])
+        try:
+            assert not writer.opened.wait(0.2)
+            run = fleet.playbook("stop_sglang.yml", "-e", stop_vars(tmp_path, owners), timeout=240)
+            opened = writer.opened.is_set()
+            received = masquerade.received()
+        finally:
+            masquerade.close()
     finally:
         writer.release()
-        masquerade.close()
     assert not opened, "root opened nobody's FIFO %s, which the masquerade names as its --config: %s" % (
         fifo, run.output[-3000:])
     assert received == "", "nobody's listener was sent requests: %s" % received
@@ -337,7 +363,7 @@ def test_a_fifo_that_a_masquerade_names_as_its_config_file_is_never_opened(node,
     assert_left_alone_or_sent_nothing(run, masquerade, owners)
 
 
-# -- finding 3: a cgroup that names another tenant's container is no container --
+# -- a cgroup named after a container is no container --
 
 @pytest.fixture
 def engine(node, monkeypatch):
@@ -353,7 +379,8 @@ def engine(node, monkeypatch):
 @pytest.fixture
 def tenant(node, engine):
     """Another tenant's job in a container that comes back by itself (restart unless-stopped): not an SGLang
-    server, so that no stop of SGLang has any business with it. Its id and its inspect."""
+    server, so that no stop of SGLang has any business with it (root's SGLang server in a container is one that a
+    stop of root's servers rightly stops through its engine, see test_containers). Its id and its inspect."""
     argv = ["run", "-d", "--name", "tenant-job", "--network", "host", "--restart", "unless-stopped"]
     for volume in engine.standin_volumes(node, devices=False):
         argv += ["-v", volume]
@@ -366,20 +393,19 @@ CGROUP_V1 = "/sys/fs/cgroup/systemd"
 
 
 class PlantedCgroup:
-    """A cgroup of the name=systemd hierarchy at CGROUP_V1/gpuops-test-<random>/RELATIVE, made here (root, as a
-    user's own systemd manager makes them in its delegated subtree), where move() puts a process; close() moves it
-    back to the hierarchy's root and removes the directories, deepest first."""
+    """A cgroup of the name=systemd hierarchy at CGROUP_V1/gpuops-test-<random>/RELATIVE, made here (as root: a
+    user's own systemd manager makes such cgroups in the subtree delegated to it), where move() puts a process.
+    close() removes the directories, deepest first, once the processes moved there have ended (nothing is moved
+    back: the test kills them)."""
 
     def __init__(self, relative):
-        self.top = os.path.join(CGROUP_V1, "gpuops-test-" + secrets.token_hex(6))
-        self.path = os.path.join(self.top, relative)
+        self.path = os.path.join(CGROUP_V1, "gpuops-test-" + secrets.token_hex(6), relative)
         self.dirs = []
         current = CGROUP_V1
         for part in os.path.relpath(self.path, CGROUP_V1).split("/"):
             current = os.path.join(current, part)
             os.mkdir(current)
             self.dirs.append(current)
-        self.moved = []
 
     @property
     def name(self) -> str:
@@ -389,16 +415,10 @@ class PlantedCgroup:
     def move(self, host_pid: int) -> None:
         with open(os.path.join(self.path, "cgroup.procs"), "w") as f:
             f.write("%d\n" % host_pid)
-        self.moved.append(host_pid)
 
     def close(self) -> None:
-        for pid in self.moved:
-            try:
-                with open(os.path.join(CGROUP_V1, "cgroup.procs"), "w") as f:
-                    f.write("%d\n" % pid)
-            except OSError as e:
-                if e.errno != errno.ESRCH:
-                    raise
+        wait_for(lambda: read(os.path.join(self.path, "cgroup.procs")) == "",
+                 "processes are left in %s" % self.path, 10)
         for path in reversed(self.dirs):
             os.rmdir(path)
 
@@ -412,19 +432,21 @@ def test_a_masquerade_in_a_cgroup_named_after_another_tenant_s_container_never_g
     cid, before = tenant
     scope = "docker-%s.scope" % cid
     relative = os.path.join("user.slice/user-65534.slice", where, scope) if where else scope
-    masquerade = Masquerade(node, home, net.free_port())
     planted = PlantedCgroup(relative)
     try:
-        planted.move(masquerade.host_pid())
-        shown = inside(node, "cat", "/proc/%d/cgroup" % masquerade.pid)
-        assert ":name=systemd:%s\n" % planted.name in shown, shown
-        # the tenant's own container is elsewhere: its cgroup is the engine's (cgroupfs driver: /docker/ID)
-        assert planted.name not in inside(node, "cat", "/proc/%d/cgroup" % before["State"]["Pid"])
+        masquerade = Masquerade(node, home, net.free_port())
+        try:
+            planted.move(masquerade.host_pid())
+            shown = inside(node, "cat", "/proc/%d/cgroup" % masquerade.pid)
+            assert ":name=systemd:%s\n" % planted.name in shown, shown
+            # the tenant's own process is in the engine's cgroup of the container (cgroupfs driver: /docker/ID)
+            assert planted.name not in inside(node, "cat", "/proc/%d/cgroup" % before["State"]["Pid"])
 
-        run = fleet.playbook("stop_sglang.yml", "-e", stop_vars(tmp_path, owners), timeout=240)
-        gone = not masquerade.alive(masquerade.pid)
+            run = fleet.playbook("stop_sglang.yml", "-e", stop_vars(tmp_path, owners), timeout=240)
+            gone = not masquerade.alive(masquerade.pid)
+        finally:
+            masquerade.close()
     finally:
-        masquerade.close()
         planted.close()
     after = engine.inspect(cid)
     assert after["State"]["Status"] == "running", "the tenant's container was stopped: %s" % run.output[-3000:]
@@ -446,7 +468,7 @@ def test_a_masquerade_in_a_cgroup_named_after_another_tenant_s_container_never_g
                 % (masquerade.pid, cid[:12], planted.name, cid[:12], before["State"]["Pid"], cid)) in words, run.output
 
 
-# -- finding 8: nobody's fake gateway holds up no stop --
+# -- a fake gateway holds up no stop --
 
 def test_nobody_s_fake_gateway_with_a_co_launched_server_neither_blocks_the_stop_nor_is_touched(
         node, fleet, tmp_path, home):
@@ -459,7 +481,6 @@ def test_nobody_s_fake_gateway_with_a_co_launched_server_neither_blocks_the_stop
         wait_for(lambda: inside(node, "cat", "/proc/%d/cmdline" % launcher).startswith("sglang::router\0")
                  and inside(node, "cat", "/proc/%d/cmdline" % child).startswith("sglang::server\0"),
                  "the fake gateway did not start")
-        fake.pids[launcher] = stat_start(node, launcher)
 
         run = fleet.playbook("stop_sglang.yml", "-e", stop_vars(tmp_path, None), timeout=240)
         left = [fake.alive(launcher), fake.alive(child)]
@@ -473,18 +494,21 @@ def test_nobody_s_fake_gateway_with_a_co_launched_server_neither_blocks_the_stop
             in run.words()), run.output
 
 
-# -- finding 9: a listener on another address of the server's port fails no launch --
+# -- a listener on another address of the port fails no launch --
 
-def test_nobody_s_listener_on_127_0_0_2_at_the_server_s_port_fails_no_restart_and_gets_no_request(
-        node, fleet, tmp_path, home):
+@pytest.mark.parametrize("address", ["127.0.0.2", "::1"])
+def test_nobody_s_listener_on_another_loopback_address_of_the_server_s_port_fails_no_restart_and_gets_no_request(
+        node, fleet, tmp_path, home, address):
     node.serving()
-    assert fleet.nodes[0].host_vars()["sglang_launch_server_args"].get("host") is None     # SGLang's: 127.0.0.1
+    # the server binds SGLang's default host, 127.0.0.1 (the inventory sets none), so ADDRESS at its port is free
+    assert "host" not in node.host_vars()["sglang_launch_server_args"]
+    assert listening_addresses(node.port) == ["127.0.0.1"]
     api_key = "sk-" + secrets.token_hex(12)
     script = os.path.join(home, "listen.py")
     with open(script, "w") as f:
         f.write(LISTENER)
     log = os.path.join(home, "requests.log")
-    squatter = NobodysProcess(node, ["python3", script, "127.0.0.2", str(node.port), log], home)
+    squatter = NobodysProcess(node, ["python3", script, address, str(node.port), log], home)
     try:
         wait_for(lambda: os.path.exists(log) and read(log) == "bound\n", "nobody's listener did not bind")
         holder = [p["pid"] for p in node.sandbox.procs() if p["cmdline"][:2] == ["python3", script]]
@@ -494,11 +518,14 @@ def test_nobody_s_listener_on_127_0_0_2_at_the_server_s_port_fails_no_restart_an
             "sglang_launch_server_args": {"tp_size": 2, "enable_metrics": True, "api_key": api_key}}), timeout=240)
         received = read(log)
         still = squatter.alive(holder[0])
+        addresses = listening_addresses(node.port) + listening_addresses(node.port, "tcp6")
     finally:
         squatter.close()
     assert run.rc == 0, run.output
     record = node.record()
     assert record["status"] == "ok" and node.main_pids() == [record["pid"]], record
     assert http_get(node.url + "/health", api_key=api_key)[0] == 200
-    assert still, "nobody's listener on 127.0.0.2:%d was stopped: %s" % (node.port, run.output[-3000:])
-    assert received == "bound\n", "nobody's listener on 127.0.0.2 was sent requests: %s" % received
+    # the new server on 127.0.0.1, beside nobody's listener
+    assert sorted(addresses) == sorted(["127.0.0.1", address]), addresses
+    assert still, "nobody's listener on %s port %d was stopped: %s" % (address, node.port, run.output[-3000:])
+    assert received == "bound\n", "nobody's listener on %s was sent requests: %s" % (address, received)
