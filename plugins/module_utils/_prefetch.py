@@ -55,11 +55,12 @@ def _inside(real, roots):
     return any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
 
-def find_files(path, patterns, recurse):
+def find_files(path, patterns, recurse, expired=lambda: False):
     """(path, size) of every regular file under PATH (or PATH itself) whose name matches a pattern. A link is
     followed only to a regular file inside the model's directories (model_roots): the path returned is where it
     resolves, so that the read opens no link (O_NOFOLLOW). Nothing else is listed: another user's link to
-    /etc/shadow or a FIFO is not a model file."""
+    /etc/shadow or a FIFO is not a model file. EXPIRED() is asked at each directory: a tree that another user
+    makes deep or wide without end stops the walk there (PrefetchError)."""
     if not os.path.isdir(path):
         if os.path.isfile(path):
             real = os.path.realpath(path)
@@ -68,6 +69,8 @@ def find_files(path, patterns, recurse):
     roots = model_roots(path)
     found = []
     for root, dirs, names in os.walk(path):
+        if expired():
+            raise PrefetchError('Stopped listing the files under %s at %s: its timeout passed' % (path, root))
         dirs.sort()
         if not recurse:
             dirs[:] = []
@@ -154,13 +157,34 @@ class PageCache:
 
 
 def open_regular(path):
-    """PATH opened for reading without following a link (O_NOFOLLOW) and without waiting (O_NONBLOCK: a FIFO or a
-    device swapped in since the listing opens at once instead of blocking); OSError unless fstat(2) shows a regular
+    """PATH opened for reading, where every component of it is what the listing resolved: each directory from ``/``
+    is opened relative to the one before with O_NOFOLLOW, so a link swapped in anywhere on the way (not only at the
+    last component) fails the open; the file itself is looked at (O_PATH, fstat) before it is opened, so a FIFO or a
+    device swapped in since the listing (a watchdog arms on open) is never opened. OSError unless it is a regular
     file, so such a swap is skipped, never read."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    parts = [p for p in os.path.abspath(path).split('/') if p]
+    if not parts:
+        raise OSError(errno.EINVAL, 'not a regular file')
+    fd = os.open('/', os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        for name in parts[:-1]:
+            step = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = step
+        handle = os.open(parts[-1], os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+    finally:
+        os.close(fd)
+    try:
+        seen = os.fstat(handle)
+        if not stat.S_ISREG(seen.st_mode):
             raise OSError(errno.EINVAL, 'not a regular file (it changed since it was listed)')
+        fd = os.open('/proc/self/fd/%d' % handle, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC)
+    finally:
+        os.close(handle)
+    try:
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != (seen.st_dev, seen.st_ino):
+            raise OSError(errno.EINVAL, 'not the file that was looked at (it changed since)')
     except BaseException:
         os.close(fd)
         raise
@@ -296,7 +320,7 @@ def prefetch(path, patterns, recurse, bandwidth_mib, min_available_mib, check_mo
     if bandwidth_mib < 0 or min_available_mib < 0 or timeout < 0:
         raise PrefetchError('bandwidth_mib, min_available_mib and timeout must not be negative')
     prefetcher = prefetcher or Prefetcher(timeout=timeout)
-    files = find_files(path, patterns, recurse)
+    files = find_files(path, patterns, recurse, lambda: bool(timeout) and prefetcher.clock() - prefetcher.started >= timeout)
     if not files:
         raise PrefetchError('no file under %s matches %s' % (path, ', '.join(patterns)))
     plan = prefetcher.plan(files)

@@ -4,10 +4,13 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import threading
 
 import pytest
 
+from ansible_collections.gpuops.host.plugins.module_utils import _prefetch
 from ansible_collections.gpuops.host.plugins.module_utils._prefetch import (
     MIB, PAGE, WINDOW, PageCache, Prefetcher, PrefetchError, find_files, missing_ranges, prefetch, read_meminfo,
 )
@@ -267,3 +270,57 @@ def test_a_fifo_swapped_in_after_the_listing_is_skipped_not_waited_for(tmp_path)
     assert not worker.is_alive() and [f['path'] for f in out['result']['files']] == [str(model / 'b.safetensors')]
     assert p.skipped == [{'path': str(model / 'a.safetensors'),
                           'reason': 'not a regular file (it changed since it was listed)'}]
+
+
+def test_a_link_swapped_in_on_the_way_to_a_listed_file_is_not_followed(tmp_path):
+    """The model's user renames a directory of the model and puts a link to another directory in its place between
+    the listing and the read: the open fails at the link, whichever component it is."""
+    model, secret = tmp_path / 'model', tmp_path / 'secret'
+    (model / 'shard').mkdir(parents=True)
+    secret.mkdir()
+    (model / 'shard' / 'w.safetensors').write_bytes(b'w' * 10)
+    (secret / 'w.safetensors').write_bytes(b'private')
+    listed = str(model / 'shard' / 'w.safetensors')
+    with _prefetch.open_regular(listed) as f:
+        assert f.read() == b'w' * 10
+    os.rename(str(model / 'shard'), str(model / 'old'))
+    os.symlink(str(secret), str(model / 'shard'))
+    with pytest.raises(OSError) as e:
+        _prefetch.open_regular(listed)
+    assert e.value.errno in (errno.ELOOP, errno.ENOTDIR)
+
+
+def test_a_fifo_swapped_in_for_a_listed_file_is_never_opened(tmp_path):
+    """A writer blocked in open() of a FIFO returns once a reader opens it: it stays blocked."""
+    fifo = str(tmp_path / 'w.safetensors')
+    os.mkfifo(fifo)
+    opened = []
+    writer = threading.Thread(target=lambda: opened.append(os.open(fifo, os.O_WRONLY)), daemon=True)
+    writer.start()
+    try:
+        with pytest.raises(OSError):
+            _prefetch.open_regular(fifo)
+        writer.join(0.5)
+        assert opened == []
+    finally:
+        unblock = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        writer.join(5)
+        os.close(unblock)
+        for fd in opened:
+            os.close(fd)
+
+
+def test_the_walk_stops_at_the_timeout(tmp_path):
+    deep = tmp_path / 'model'
+    for i in range(50):
+        deep = deep / ('d%d' % i)
+    deep.mkdir(parents=True)
+    calls = []
+
+    def expired():
+        calls.append(1)
+        return len(calls) > 5
+    with pytest.raises(_prefetch.PrefetchError) as e:
+        _prefetch.find_files(str(tmp_path / 'model'), ['*.safetensors'], True, expired)
+    assert str(e.value).startswith('Stopped listing the files under %s at ' % (tmp_path / 'model'))
+    assert len(calls) == 6
