@@ -548,8 +548,10 @@ def _supervise(servers, table, own_cgroup, deps):
     container servers that cannot be reached or inspected from here, moved apart with the reason.
 
     A unit or a container is a server's supervisor only when its own answer holds the server (supervisors.confirm):
-    a cgroup that merely carries its name (a user's own manager makes any) is no supervisor, and the server is
-    stopped as a process of its own, never through the unit or container it names."""
+    a cgroup that merely carries its name (a user's own manager makes any) is no supervisor. A server whose cgroup
+    names a unit that does not hold it is stopped as a process of its own; one whose cgroup names a container that
+    does not hold it is moved apart, not stopped (gpu_reap leaves a process in a container cgroup alone), and never
+    stopped through the container it names."""
     init = table.get(1)
     systemd_here = init is not None and init.comm == 'systemd'
     kept, moved = [], []
@@ -558,11 +560,11 @@ def _supervise(servers, table, own_cgroup, deps):
         try:
             if kind['kind'] == 'systemd' and systemd_here:
                 sup = supervisors.read_unit(deps.run, kind['unit'])
-                _confirmed(server, kind, sup, '', own_cgroup, deps)
+                _confirmed(kind, sup, '', own_cgroup)
             elif kind['kind'] == 'container':
                 sup = supervisors.read_container(deps.run, kind['engine'], kind['id'])
                 main = deps.procfs.cgroup(sup['main_pid']) if sup['main_pid'] > 0 else ''
-                _confirmed(server, kind, sup, main, own_cgroup, deps)
+                _confirmed(kind, sup, main, own_cgroup)
                 url = supervisors.container_url(sup, server['url'])
                 if url is None:
                     raise supervisors.SupervisorError(
@@ -571,6 +573,15 @@ def _supervise(servers, table, own_cgroup, deps):
             else:
                 sup = _bare(server, table)
         except _Unconfirmed as e:
+            if kind['kind'] == 'container':
+                reason = ('its cgroup names %s container %s, which does not hold it (%s): not stopped, and never '
+                          'through that container' % (kind['engine'], kind['id'][:12], e))
+                deps.warn('the SGLang server %d is not stopped: %s' % (server['pid'], reason))
+                moved.append({'pid': server['pid'], 'cmdline': server['cmdline'], 'supervisor': {'kind': 'process'},
+                              'claimed': e.claim, 'reason': reason})
+                continue
+            deps.warn('the SGLang server %d is not stopped through the unit %s, which its cgroup names: %s; it is '
+                      'stopped as a process of its own' % (server['pid'], kind['unit'], e))
             sup = dict(_bare(server, table), claimed=e.claim)
         except supervisors.SupervisorError as e:
             if kind['kind'] == 'container':
@@ -590,15 +601,11 @@ class _Unconfirmed(Exception):
         self.claim = claim
 
 
-def _confirmed(server, kind, sup, main_cgroup, own_cgroup, deps):
-    """_Unconfirmed, with what the cgroup claimed and why it does not hold, where SUP does not hold SERVER."""
+def _confirmed(kind, sup, main_cgroup, own_cgroup):
+    """_Unconfirmed, with what the cgroup claimed and why it does not hold, where SUP does not hold the server."""
     why = supervisors.confirm(kind, sup, main_cgroup, own_cgroup)
-    if why is None:
-        return
-    name = kind.get('unit') or '%s container %s' % (kind.get('engine'), kind.get('id', '')[:12])
-    deps.warn('the SGLang server %d is not stopped through %s, which its cgroup names: %s; it is stopped as a '
-              'process of its own' % (server['pid'], name, why))
-    raise _Unconfirmed(dict(kind, why=why))
+    if why is not None:
+        raise _Unconfirmed(dict(kind, why=why))
 
 
 def _bare(server, table):

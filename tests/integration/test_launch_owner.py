@@ -16,11 +16,12 @@ import json
 import os
 import shutil
 import stat
+import subprocess
 import tempfile
 
 import pytest
 
-from gpusim.fleet import Fleet, SimNode
+from gpusim.fleet import VENV_PYTHON, Fleet, SimNode
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox needs root")]
 
@@ -214,4 +215,161 @@ def test_a_team_s_own_unit_file_is_never_written_over(node, fleet, tmp_path):
     assert "The running server was not touched." in run.words()
     assert (unit_dir / "sglang.service").read_text() == team
     assert sorted(p.name for p in unit_dir.iterdir()) == ["sglang.service"]
+    assert node.main_pids() == [pid] and node.healthy()
+
+
+# -- the server's user against root: nothing of the user's is read, sourced, chowned or run by root --
+
+def marks(work):
+    """A directory where whoever runs a planted program leaves its UID: anyone may write it."""
+    path = os.path.join(work, "marks")
+    os.makedirs(path, exist_ok=True)
+    os.chmod(path, 0o777)
+    return path
+
+
+RACER = r'''
+"""As the server's user, for the whole restart: in every run directory it can reach, replace the environment file
+with one that records who sources it, and put a link to a root-only file at the argument file's name."""
+import os, sys, time
+runs, canary, marker, seconds = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+evil = "GPUOPS_OWNED=$(id -u >>%s)\n" % marker
+tries = wins = 0
+deadline = time.monotonic() + seconds
+while time.monotonic() < deadline and not os.path.exists(marker + ".stop"):
+    try:
+        names = os.listdir(runs)
+    except OSError:
+        names = []
+    for name in names:
+        directory = os.path.join(runs, name)
+        for attempt in ("env", "link"):
+            tries += 1
+            tmp = os.path.join(directory, ".racer-%s" % attempt)
+            try:
+                if attempt == "env":
+                    with open(tmp, "w") as f:
+                        f.write(evil)
+                    os.rename(tmp, os.path.join(directory, "server.env"))
+                else:
+                    os.symlink(canary, tmp)
+                    os.rename(tmp, os.path.join(directory, "secret-args.yaml"))
+                wins += 1
+            except OSError:
+                pass
+    time.sleep(0.002)
+print(tries, wins, flush=True)
+'''
+
+
+def test_a_rename_loop_of_the_server_s_user_replaces_nothing_that_root_sources_or_chowns(node, fleet, tmp_path):
+    """The run directory is root's: however fast the server's user tries, it cannot swap the environment file that
+    root sources (which would run its commands as root) nor plant a link where root gives it its argument files
+    (which would chown a root file to it)."""
+    node.serving()
+    work = os.path.dirname(node.workdir)
+    canary = os.path.join(work, "root-canary")
+    with open(canary, "w") as f:
+        f.write("root's\n")
+    os.chmod(canary, 0o600)
+    marker = os.path.join(marks(work), "sourced-by")
+    script = os.path.join(work, "racer.py")
+    with open(script, "w") as f:
+        f.write(RACER)
+    os.chmod(script, 0o644)
+    runs = os.path.join(node.state_dir, "runs")
+    racer = node.sandbox.popen(["setpriv", "--reuid=%d" % UID, "--regid=%d" % UID, "--init-groups", "--",
+                                "python3", script, runs, canary, marker, "240"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        run = fleet.playbook("restart_serving.yml", "-e", json.dumps({
+            "sglang_launch_server_args": {"tp_size": 2, "enable_metrics": True, "api_key": "sk-" + "r" * 16}}))
+    finally:
+        open(marker + ".stop", "w").close()
+        out, err = racer.communicate(timeout=60)
+    tries, wins = (int(n) for n in out.split())
+    assert tries > 0 and err == "", err
+    assert run.rc == 0, run.output
+    assert wins == 0, "the server's user replaced %d entries of a run directory" % wins
+    assert not os.path.exists(marker), "the planted environment file was sourced by UID %s" % open(marker).read()
+    st = os.stat(canary)
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o600), "a root file was given to the server's user"
+    run_dir = node.record()["run_dir"]
+    st = os.stat(run_dir)
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, UID, 0o750)
+    assert os.stat(os.path.join(run_dir, "server.env")).st_uid == 0
+    assert os.stat(os.path.join(run_dir, "secret-args.yaml")).st_uid == UID
+    assert node.healthy()
+
+
+def test_a_rollback_refuses_a_previous_run_directory_that_the_server_s_user_can_change(node, fleet):
+    """As an earlier release left it: the previous run's directory belongs to the server's user, who has had a whole
+    run to rewrite its environment file. The rollback reads nothing of it."""
+    node.serving()
+    good = fleet.playbook("restart_serving.yml")
+    assert good.rc == 0, good.output
+    previous = node.record()
+    work = os.path.dirname(node.workdir)
+    marker = os.path.join(marks(work), "sourced-by-rollback")
+    os.chown(previous["run_dir"], UID, UID)
+    env_file = os.path.join(previous["run_dir"], "server.env")
+    with open(env_file, "a") as f:
+        f.write("GPUOPS_OWNED=$(id -u >%s)\n" % marker)
+
+    changed = dict(node.server_env, GPUOPS_TEST="a new configuration")
+    run = fleet.playbook("restart_serving.yml", "-e", json.dumps({"sglang_launch_environment": changed,
+                                                                  "sglang_launch_gpus": [2, 3],
+                                                                  "sglang_launch_rollback": True}))
+
+    assert run.rc != 0
+    words = run.words()
+    assert ("The previous run directory %s is not root's alone (owner UID %d, mode 0750): its files could have been "
+            "replaced since that run, so root does not read them." % (previous["run_dir"], UID)) in words, run.output
+    assert not os.path.exists(marker)
+
+
+def test_helper_programs_run_by_absolute_path_never_from_the_interpreter_s_directory(node, fleet):
+    """The server's user owns the directory of its interpreter (a venv of its own), which comes first on the
+    server's PATH: its setsid and setpriv there are never what root runs."""
+    pid = node.serving()
+    work = os.path.dirname(node.workdir)
+    bindir = os.path.join(work, "sglang-venv", "bin")
+    os.makedirs(bindir)
+    marker = os.path.join(marks(work), "helper-ran-as")
+    programs = {"python": '#!/bin/sh\nexec %s "$@"\n' % VENV_PYTHON}
+    for helper in ("setsid", "setpriv"):
+        programs[helper] = '#!/bin/sh\nid -u >>%s\nexec /usr/bin/%s "$@"\n' % (marker, helper)
+    for name, text in programs.items():
+        with open(os.path.join(bindir, name), "w") as f:
+            f.write(text)
+        os.chmod(os.path.join(bindir, name), 0o755)
+        os.chown(os.path.join(bindir, name), UID, UID)
+    os.chown(os.path.dirname(bindir), UID, UID)
+    os.chown(bindir, UID, UID)
+
+    run = fleet.playbook("restart_serving.yml", "-e", json.dumps({"sglang_launch_python": os.path.join(bindir, "python")}))
+
+    assert run.rc == 0, run.output
+    assert not os.path.exists(marker), "the user's %s ran as UID %s" % (bindir, open(marker).read().split())
+    assert node.main_pids() != [pid] and node.healthy()
+    # the parser check ran as the server's user: the server's interpreter, from the user's directory
+    assert node.environ(node.record()["pid"])["PATH"].split(":")[0] == bindir
+
+
+def test_an_interpreter_that_another_user_can_change_is_refused_before_the_server_is_touched(node, fleet):
+    pid = node.serving()
+    work = os.path.dirname(node.workdir)
+    bindir = os.path.join(work, "outsider-venv", "bin")
+    os.makedirs(bindir)
+    with open(os.path.join(bindir, "python"), "w") as f:
+        f.write('#!/bin/sh\nexec %s "$@"\n' % VENV_PYTHON)
+    os.chmod(os.path.join(bindir, "python"), 0o755)
+    os.chown(os.path.dirname(bindir), OUTSIDER, OUTSIDER)
+
+    run = fleet.playbook("restart_serving.yml", "-e", json.dumps({"sglang_launch_python": os.path.join(bindir, "python")}))
+
+    assert run.rc != 0
+    assert ("refusing to run %s: %s is owned by UID %d, which a user other than root and UID %d can change; nothing "
+            "was run" % (os.path.join(bindir, "python"), os.path.dirname(bindir), OUTSIDER, UID)) in run.words(), \
+        run.output
     assert node.main_pids() == [pid] and node.healthy()

@@ -462,10 +462,13 @@ def test_a_masquerade_in_a_cgroup_named_after_another_tenant_s_container_never_g
             assert "Not touched: pid %d (user nobody)" % masquerade.pid in words, run.output
     elif not where:
         # every user's servers are stopped, the masquerade among them: the container its cgroup names is asked, and
-        # its own answer (State.Pid's cgroup) does not hold the masquerade
-        assert ("the SGLang server %d is not stopped through docker container %s, which its cgroup names: its cgroup "
-                "%s is not the cgroup of the container %s, whose main process %d is in /docker/%s"
+        # its own answer (State.Pid's cgroup) does not hold the masquerade; gpu_reap leaves a process in a container
+        # cgroup alone, so it is said not to be stopped, and it is not
+        assert ("the SGLang server %d is not stopped: its cgroup names docker container %s, which does not hold it "
+                "(its cgroup %s is not the cgroup of the container %s, whose main process %d is in /docker/%s): not "
+                "stopped, and never through that container"
                 % (masquerade.pid, cid[:12], planted.name, cid[:12], before["State"]["Pid"], cid)) in words, run.output
+        assert gone is False
 
 
 # -- a fake gateway holds up no stop --
