@@ -180,3 +180,19 @@ def test_a_rollback_in_a_container_starts_the_previous_configuration_again_and_c
     stop = fleet.playbook("stop_sglang.yml", "-e", vars_file(tmp_path / "good.json", settings))
     assert stop.rc == 0, stop.output[-5000:]
     assert node.used_mib() == [0, 0, 0, 0]
+
+
+def test_a_colon_in_a_path_that_a_container_server_mounts_is_refused_before_the_server_is_touched(node, fleet, tmp_path):
+    """--volume SRC:DST splits at every colon: /models/kimi:v2 would mount /models/kimi at v2."""
+    pid = node.serving()
+    model = str(tmp_path / "kimi:v2")
+
+    run = fleet.playbook("restart_serving.yml", "-e", json.dumps({
+        "sglang_launch_supervisor": "docker", "sglang_launch_image": "localhost/sglang:test",
+        "sglang_launch_model_path": model}))
+
+    assert run.rc != 0
+    assert ("%s: a container engine's --volume splits a path at its colons, so it would mount something else than this "
+            "path; rename it or choose another. Refusing before the running server is touched." % model) in run.words(), \
+        run.output
+    assert node.main_pids() == [pid] and node.healthy()
