@@ -86,4 +86,3 @@ def _has_ancestor_in(table, pid, pids):
             return True
         proc = table.get(proc.ppid)
     return False
-

@@ -26,6 +26,7 @@ from ansible_collections.gpuops.host.plugins.module_utils import _sglang_args as
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang_http as shttp
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang_procs as sprocs
 from ansible_collections.gpuops.host.plugins.module_utils import _supervisor as supervisors
+from ansible_collections.gpuops.host.plugins.module_utils import _extraction as extraction
 from ansible_collections.gpuops.host.plugins.module_utils import _lock as locks
 from ansible_collections.gpuops.host.plugins.module_utils import _writers as writers
 from ansible_collections.gpuops.host.plugins.module_utils._namespaces import Place
@@ -53,8 +54,10 @@ class ActionFailed(Exception):
 
 class Deps:
     def __init__(self, procfs, run, opener=None, clock=time.monotonic, sleep=time.sleep, tmpdir=None,
-                 check_mode=False, warn=None, self_pids=(), reaping=None):
+                 check_mode=False, warn=None, self_pids=(), reaping=None, wall_clock=time.time):
         self.procfs = procfs
+        # the wall clock, which file times are on (the extraction runs' last writes)
+        self.wall_clock = wall_clock
         self.run = run
         self.opener = opener
         self.clock = clock
@@ -388,6 +391,7 @@ def find(p, deps, record=None):
         found['port'] = sprocs.port_holders(deps.procfs, table, p['port'], redact, p.get('bind_host'))
     if p.get('drain'):
         _refuse_colaunched(found, _counting(p, deps, servers))
+        found['runs'] = _runs(found, p, deps)
         found['drains'] = _drain_each(found, p, deps, table)
     if p.get('stop_supervised'):
         found['supervised_stops'] = _stop_supervised(found, p, deps)
@@ -711,6 +715,38 @@ def _respawned(server):
             head, 'the systemd unit' if sup['kind'] == 'systemd' else 'the container',
             sup.get('unit') or sup.get('name') or sup.get('id', '')[:12], supervisors.disable_hint(sup))
     return '%s, started by nothing this host can name (its parent is init)' % head
+
+
+def _runs(found, p, deps):
+    """The extraction runs of the servers FOUND (a dump directory: the record's for the server it names, else its
+    main process's SGLANG_HS_DUMP_DIR), each with what it has written (_extraction.activity). An active run fails the
+    stop before anything is drained or signalled, naming it, unless cut_active_run is set: then it is cut, and said
+    so (``cut``)."""
+    window = p.get('active_window') or 0
+    runs = []
+    for server in found['servers']:
+        if identified(found['record'], server) and found['record'].get('dump_dir'):
+            path, marker = found['record']['dump_dir'], found['record'].get('marker')
+        else:
+            path = (deps.procfs.environ(server['pid']) or {}).get('SGLANG_HS_DUMP_DIR')
+            marker = server.get('marker')
+        if not path:
+            continue
+        run = dict(extraction.activity(path, window, deps.wall_clock()), pid=server['pid'], marker=marker, cut=False)
+        runs.append(run)
+    active = [r for r in runs if r['active']]
+    if active and not p.get('cut_active_run'):
+        lines = ['the SGLang server %d is in an active extraction run%s: its dump directory %s holds %s' % (
+            r['pid'], ' (%s)' % r['marker'] if r['marker'] else '', r['path'], extraction.describe(r)) for r in active]
+        raise ActionFailed('%s, within the %g s window of an active run. Nothing was drained or signalled: stopping it '
+                           'now would cut the run, whose driver sends its next request to a server that is gone. Let '
+                           'the run finish, or set cut_active_run (sglang_stop_cut_active_run) to stop it anyway.'
+                           % ('; '.join(lines), window), dict(found, runs=runs, signalled=False))
+    for run in active:
+        run['cut'] = True
+        deps.warn('the active extraction run of the SGLang server %d is cut (cut_active_run): %s holds %s'
+                  % (run['pid'], run['path'], extraction.describe(run)))
+    return runs
 
 
 def _counting(p, deps, servers):

@@ -202,8 +202,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.host.plugins.module_utils._gateway import (Gateway, GatewayError, listeners, put_back,
-                                                                             query, take_out)
+from ansible_collections.gpuops.host.plugins.module_utils._gateway import (
+    Gateway, GatewayError, listeners, put_back, query, take_out)
 
 
 def main():

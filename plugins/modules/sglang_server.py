@@ -366,6 +366,24 @@ options:
         whose restart policy an explicit stop does not trigger. V(0) watches nothing.
     type: float
     default: 2
+  active_window:
+    description:
+      - For V(find) with O(drain), and V(stop), before anything is drained or signalled - a server whose extraction
+        run (its dump directory - the record's for the server the record names, else its main process's
+        C(SGLANG_HS_DUMP_DIR)) wrote a dump within this many seconds is in an active run, and the call fails, naming
+        the run and what it has written (RV(runs)). A driver that feeds a training set sends its next request a moment
+        after the last one finished, so a drain that reads zero requests between two of them proves nothing.
+      - The readiness check's and the probe's own dumps (C(HEALTH_CHECK), C(gpuops-probe-) in their names) are
+        counted apart and make no run active. Dumps are counted and sized, never read.
+      - V(0) looks at no run.
+    type: float
+    default: 120
+  cut_active_run:
+    description:
+      - Stop a server in an active extraction run anyway (see O(active_window)); RV(runs) and a warning say that the
+        run was cut.
+    type: bool
+    default: false
   disable_supervisors:
     description:
       - For O(stop_supervised), also keep each supervisor from starting its server again - C(systemctl disable UNIT)
@@ -902,6 +920,18 @@ drains:
   type: list
   elements: dict
   sample: [{pid: 4200, url: "http://127.0.0.1:30000", drained: true, in_flight: 0, lost: 0, source: loads}]
+runs:
+  description:
+    - V(find) with O(drain), and V(stop) - the extraction run of each server that has a dump directory, with C(pid),
+      C(marker), C(path), C(exists), C(files) and C(bytes) (the run's dumps), C(gb), C(own) (the readiness check's
+      and the probe's dumps), C(newest) (the last write, seconds since the epoch), C(age) (seconds since it),
+      C(active) (within O(active_window)) and C(cut) (stopped although active, O(cut_active_run)).
+  returned: action is find and drain is true, or stop
+  type: list
+  elements: dict
+  sample: [{pid: 4200, marker: extraction-20261201T000000Z-node1-3f9a2c1b, path: /data/hs_dumps/extraction-20261201T000000Z-node1-3f9a2c1b,
+            exists: true, files: 37312, bytes: 924000000000, gb: 924.0, own: 3, newest: 1796000000.5, age: 4.2,
+            active: true, cut: true}]
 undrained:
   description:
     - V(find) with O(drain) - the servers sent nothing, neither drained nor given O(api_key), each with C(pid),
@@ -1100,6 +1130,8 @@ def main():
                 (k, v) for k, v in reap_argument_spec().items() if k not in STOP_SETS)),
             verify=dict(type='dict', options=wait_argument_spec()),
             settle=dict(type='float', default=2),
+            active_window=dict(type='float', default=120),
+            cut_active_run=dict(type='bool', default=False),
             disable_supervisors=dict(type='bool', default=False),
             lock=dict(type='dict', options=lock_options()),
             stopped=dict(type='list', elements='dict', default=[]),

@@ -71,7 +71,7 @@ sys.stdout.flush()
 if os.fork() == 0:
     while True:
         listener.accept()[0].close()
-os.execv("/bin/su", ["python", "-msglang.launch_server", "--", "root", "--port", "0"])
+os.execv("/bin/su", ["python", "-msglang.launch_server", "--", "root", "--port", str(listener.getsockname()[1])])
 '''
 
 
@@ -83,7 +83,7 @@ def masquerade():
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     port = int(proc.stdout.readline())
     deadline = time.monotonic() + 10
-    while not ProcFS().read(proc.pid).cmdline[:2] == ['python', '-msglang.launch_server']:
+    while ProcFS().read(proc.pid).cmdline[:2] != ['python', '-msglang.launch_server']:
         assert time.monotonic() < deadline and proc.poll() is None, 'su did not start'
         time.sleep(0.02)
     yield proc.pid, port
@@ -123,8 +123,9 @@ def test_the_masquerade_is_not_trusted_with_the_api_key(masquerade):
 def test_a_stop_sends_the_masquerade_nothing_and_counts_it_as_its_real_user_s(masquerade):
     pid, port = masquerade
     deps = sglang.Deps(ProcFS(), run=None, self_pids=(os.getpid(),))
-    params = {'action': 'find', 'presets': ['sglang'], 'default_url': 'http://127.0.0.1:%d' % port,
-              'owners': ['root'], 'api_key': 'sk-stop'}
+    # the masquerade alone, whatever else runs on this host: its command line, as the sglang preset matches it
+    params = {'action': 'find', 'presets': [], 'default_url': 'http://127.0.0.1:%d' % port, 'owners': ['root'],
+              'patterns': [r'^python -msglang\.launch_server -- root --port %d$' % port], 'api_key': 'sk-stop'}
     found = sglang.perform(params, deps)
     assert [s['pid'] for s in found['servers']] == []
     assert [(o['pid'], o['user']) for o in found['others']] == [(pid, 'nobody')]
