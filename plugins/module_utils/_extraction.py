@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 import stat
 
 # Names of dumps that are not the run's records: the readiness check's and the probe's own.
@@ -29,6 +30,8 @@ def scan(path, own=OWN_DUMPS, now=None):
     ``own`` (the readiness check's and the probe's dumps, by the name patterns OWN), ``newest`` (the latest mtime
     of a record, None without one) and ``exists``."""
     found = {'path': path, 'exists': False, 'files': 0, 'bytes': 0, 'own': 0, 'newest': None}
+    is_own = re.compile('|'.join(fnmatch.translate(pattern) for pattern in own)).match if own else (lambda name: None)
+    newest = None
     todo = [path]
     while todo:
         current = todo.pop()
@@ -49,13 +52,14 @@ def scan(path, own=OWN_DUMPS, now=None):
                     continue
                 if not stat.S_ISREG(st.st_mode):
                     continue
-                if any(fnmatch.fnmatchcase(entry.name, pattern) for pattern in own):
+                if is_own(entry.name):
                     found['own'] += 1
                     continue
                 found['files'] += 1
                 found['bytes'] += st.st_size
-                if found['newest'] is None or st.st_mtime > found['newest']:
-                    found['newest'] = st.st_mtime
+                if newest is None or st.st_mtime > newest:
+                    newest = st.st_mtime
+    found['newest'] = newest
     return found
 
 
