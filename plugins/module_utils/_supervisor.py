@@ -78,7 +78,9 @@ def _container(parts):
 def classify(cgroup_text, own_cgroup_text=''):
     """What the cgroup says runs a process: ``{'kind': 'systemd', 'unit': NAME, 'path': PATH}``,
     ``{'kind': 'container', 'engine': 'docker'|'podman', 'id': ID, 'path': PATH, 'scope': SCOPE}``, or
-    ``{'kind': 'process'}``. PATH is the process's cgroup, SCOPE the container's, each as the supervisor sees them.
+    ``{'kind': 'process'}``. PATH is the process's cgroup without the module's own container's prefix, SCOPE the
+    container's; a unit's claim also has FULL, the cgroup as /proc shows it (systemd in a container of cgroup v1 names
+    its units' ControlGroup with the container's prefix, measured with Podman 4.3 here).
 
     This is a claim, not an answer: a user's own systemd manager makes cgroups of any name below
     ``user@UID.service`` (``systemd-run --user --unit=nvidia-fabricmanager``, ``--scope --unit=docker-ID``), so
@@ -88,7 +90,8 @@ def classify(cgroup_text, own_cgroup_text=''):
     OWN_CGROUP_TEXT is the module's own: the container the module runs in is not one of its
     servers' supervisors, and its prefix is left out."""
     own = container_of(own_cgroup_text) if own_cgroup_text else None
-    for path in _paths(cgroup_text):
+    for full in _paths(cgroup_text):
+        path = full
         if own and (path == own or path.startswith(own + '/')):
             path = path[len(own):] or '/'
         parts = [p for p in path.split('/') if p]
@@ -100,7 +103,7 @@ def classify(cgroup_text, own_cgroup_text=''):
                     'scope': '/' + '/'.join(parts[:engine[2] + 1])}
         units = [p for p in parts if _SERVICE.match(p)]
         if units:
-            return {'kind': 'systemd', 'unit': units[-1], 'path': path}
+            return {'kind': 'systemd', 'unit': units[-1], 'path': path, 'full': full}
     return {'kind': 'process'}
 
 
@@ -111,7 +114,8 @@ def confirm(claim, supervisor, main_cgroup_text='', own_cgroup_text=''):
     cgroup is MAIN_CGROUP_TEXT) is in the same container cgroup."""
     if claim['kind'] == 'systemd':
         group = (supervisor.get('control_group') or '').rstrip('/')
-        if group and (claim['path'] == group or claim['path'].startswith(group + '/')):
+        paths = (claim['path'], claim.get('full') or claim['path'])
+        if group and any(path == group or path.startswith(group + '/') for path in paths):
             return None
         return ('its cgroup %s is not in the unit %s, whose ControlGroup is %s'
                 % (claim['path'], claim['unit'], group or 'empty (the unit runs nothing)'))

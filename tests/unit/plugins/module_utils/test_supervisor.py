@@ -50,7 +50,7 @@ OWN_IN_PODMAN = ('9:name=systemd:/libpod_parent/libpod-%s/user.slice/user-0.slic
 ])
 def test_classify(cgroup, own, expected):
     got = sup.classify(cgroup, own)
-    assert dict((k, v) for k, v in got.items() if k not in ('path', 'scope')) == expected
+    assert dict((k, v) for k, v in got.items() if k not in ('path', 'scope', 'full')) == expected
 
 
 @pytest.mark.parametrize('cgroup', [
@@ -66,7 +66,8 @@ def test_nothing_below_a_user_s_own_manager_is_a_system_unit_or_container(cgroup
 
 def test_the_claim_carries_the_paths_that_the_supervisor_must_confirm():
     assert sup.classify(V1_IN_PODMAN, OWN_IN_PODMAN) == {
-        'kind': 'systemd', 'unit': 'team-sglang.service', 'path': '/system.slice/team-sglang.service'}
+        'kind': 'systemd', 'unit': 'team-sglang.service', 'path': '/system.slice/team-sglang.service',
+        'full': '/libpod_parent/libpod-%s/system.slice/team-sglang.service' % ID}
     assert sup.classify('9:name=systemd:/docker/%s/sub\n' % ID) == {
         'kind': 'container', 'engine': 'docker', 'id': ID, 'path': '/docker/%s/sub' % ID, 'scope': '/docker/%s' % ID}
 
@@ -83,6 +84,15 @@ def test_a_unit_holds_a_process_only_in_its_own_control_group(path, group, holds
     claim = {'kind': 'systemd', 'unit': 'team-sglang.service', 'path': path}
     why = sup.confirm(claim, {'control_group': group})
     assert (why is None) == holds, why
+
+
+def test_systemd_in_a_container_names_the_control_group_with_the_container_s_prefix():
+    """Measured with Podman 4.3 on this kind of machine's cgroup v1 hybrid layout: systemd as PID 1 of the
+    container answers ControlGroup=/libpod_parent/libpod-ID/system.slice/gpuops-sglang.service."""
+    claim = sup.classify(V1_IN_PODMAN, OWN_IN_PODMAN)
+    assert sup.confirm(claim, {'control_group': '/libpod_parent/libpod-%s/system.slice/team-sglang.service' % ID}) is None
+    assert sup.confirm(claim, {'control_group': '/system.slice/team-sglang.service'}) is None
+    assert sup.confirm(claim, {'control_group': '/libpod_parent/libpod-%s/system.slice/other.service' % ID}) is not None
 
 
 def test_a_container_holds_a_process_only_in_the_cgroup_of_its_main_process():
