@@ -725,14 +725,18 @@ def _runs(found, p, deps):
     window = p.get('active_window') or 0
     runs = []
     for server in found['servers']:
+        since = None
         if identified(found['record'], server) and found['record'].get('dump_dir'):
             path, marker = found['record']['dump_dir'], found['record'].get('marker')
+            # what the launch itself made it dump (warm-up, readiness checks, probe) is no work of the run
+            since = extraction.epoch(found['record'].get('checked'))
         else:
             path = (deps.procfs.environ(server['pid']) or {}).get('SGLANG_HS_DUMP_DIR')
             marker = server.get('marker')
         if not path:
             continue
-        run = dict(extraction.activity(path, window, deps.wall_clock()), pid=server['pid'], marker=marker, cut=False)
+        run = dict(extraction.activity(path, window, deps.wall_clock(), since=since), pid=server['pid'], marker=marker,
+                   cut=False)
         runs.append(run)
     active = [r for r in runs if r['active']]
     if active and not p.get('cut_active_run'):

@@ -373,8 +373,9 @@ options:
         C(SGLANG_HS_DUMP_DIR)) wrote a dump within this many seconds is in an active run, and the call fails, naming
         the run and what it has written (RV(runs)). A driver that feeds a training set sends its next request a moment
         after the last one finished, so a drain that reads zero requests between two of them proves nothing.
-      - The readiness check's and the probe's own dumps (C(HEALTH_CHECK), C(gpuops-probe-) in their names) are
-        counted apart and make no run active. Dumps are counted and sized, never read.
+      - The readiness check's and the probe's own dumps (C(HEALTH_CHECK), C(gpuops-probe-) in their names), and for
+        the recorded server every dump written before it was proven ready (the record's C(checked); SGLang's warm-up
+        request dumps too), are counted apart and make no run active. Dumps are counted and sized, never read.
       - V(0) looks at no run.
     type: float
     default: 120

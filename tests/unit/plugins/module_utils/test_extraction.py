@@ -106,3 +106,15 @@ def test_cut_active_run_stops_it_and_says_so_and_a_quiet_run_is_stopped_as_any(t
     quiet = stop_find(ProcFS(str(proc)))
     assert [(r['active'], r['cut'], r['age']) for r in quiet['runs']] == [(False, False, 600.0)]
     assert stop_find(ProcFS(str(proc)), active_window=0)['runs'][0]['active'] is False
+
+
+def test_what_the_launch_made_it_dump_before_it_was_ready_is_no_work_of_the_run(tmp_path):
+    """SGLang's warm-up request (a random request id) dumps before the server is ready: up to the record's checked
+    time, every file is the launch's own."""
+    dump(tmp_path, 'hs_0f3c9a7be1d24b6e8a5f.pt', 64, 50)       # the warm-up's, before the checks ended
+    run = extraction.activity(str(tmp_path), 120, NOW, since=NOW - 40)
+    assert (run['files'], run['own'], run['active']) == (0, 1, False)
+    dump(tmp_path, 'hs_rec-1.pt', 64, 5)                        # the driver's first record, after
+    run = extraction.activity(str(tmp_path), 120, NOW, since=NOW - 40)
+    assert (run['files'], run['own'], run['active']) == (1, 1, True)
+    assert extraction.epoch('2027-01-15T08:00:00+00:00') == 1800000000.0 and extraction.epoch(None) is None
