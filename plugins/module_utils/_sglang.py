@@ -110,10 +110,13 @@ def _redactor(p):
     return sargs.Redactor(secrets_of(p))
 
 
-def _client(p, deps):
+def _client(p, deps, tie=None):
+    """The client for P's server; with TIE (own_listener's), every keyed request first checks that it still holds
+    (_sglang_procs.Guard)."""
     if not p.get('url'):
         raise ActionFailed('action %s needs url' % p['action'])
-    return shttp.Client(p['url'], api_key=p.get('api_key'), opener=deps.opener)
+    guard = sprocs.Guard(deps.procfs, tie) if tie else None
+    return shttp.Client(p['url'], api_key=p.get('api_key'), opener=deps.opener, guard=guard)
 
 
 def _environ(p):
@@ -844,7 +847,7 @@ def _drain_each(found, p, deps, table):
     the API key (key_trust), is sent nothing: it is not drained, and is listed in RV(undrained) with the reason."""
     drains, undrained = [], []
     for server in found['servers']:
-        user = deps.procfs.owner(server['pid'])
+        user = server['user']
         tie = _tied(p, deps, server['pid'], server['url'], table)
         reason = tie['reason'] if not tie['tied'] else key_trust(p, deps, server, found['record'], found['servers'])
         if reason:
@@ -905,20 +908,12 @@ def _require_own(p, deps, what):
     return tie
 
 
-def _guarded(p, deps, tie):
-    """The client for P's server, whose every keyed request first checks that TIE (own_listener's) still holds."""
-    if not p.get('url'):
-        raise ActionFailed('action %s needs url' % p['action'])
-    guard = sprocs.Guard(deps.procfs, tie) if tie else None
-    return shttp.Client(p['url'], api_key=p.get('api_key'), opener=deps.opener, guard=guard)
-
-
 def drain(p, deps, tie=None):
     p = _with_own_key(p, deps, p['pid']) if p.get('pid') and tie is None else p
     redact = _redactor(p)
     if tie is None:
         tie = _require_own(p, deps, 'cannot drain')
-    client = _guarded(p, deps, tie)
+    client = _client(p, deps, tie)
     try:
         return _drained(p, deps, client, redact)
     except sprocs.Moved as e:
@@ -1027,7 +1022,7 @@ def _with_own_key(p, deps, pid, proc=None):
 def probe(p, deps):
     """A request with its own id; with dump_dir, wait for the hidden-state dump named by that id."""
     p = _with_own_key(p, deps, p['pid']) if p.get('pid') else p
-    client = _guarded(p, deps, _require_own(p, deps, 'cannot send the probe'))
+    client = _client(p, deps, _require_own(p, deps, 'cannot send the probe'))
     rid = p.get('rid') or 'gpuops-probe-%d-%d' % (os.getpid(), int(time.time() * 1000))
     if deps.check_mode:
         return {'changed': True, 'rid': rid, 'dumps': [], 'seconds': 0.0}
@@ -1059,7 +1054,7 @@ def probe(p, deps):
 
 def check_info(p, deps):
     p = _with_own_key(p, deps, p['pid']) if p.get('pid') else p
-    client = _guarded(p, deps, _require_own(p, deps, 'cannot read /server_info'))
+    client = _client(p, deps, _require_own(p, deps, 'cannot read /server_info'))
     expected = p.get('expect') or {}
     try:
         info = shttp.server_info(client, p['request_timeout'])

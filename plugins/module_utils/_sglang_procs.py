@@ -134,15 +134,21 @@ def covering(host):
     return frozenset((host, '0.0.0.0', '::', '::ffff:' + host))
 
 
+def listening_at(procfs, port, host=None):
+    """{inode: local address} of the sockets listening on PORT that take a connection to HOST (all of them without
+    HOST, or where covering says every address counts)."""
+    relevant = covering(host) if host else None
+    return dict((inode, address) for inode, address in procfs.tcp_listen_addresses(port).items()
+                if relevant is None or address in relevant)
+
+
 def port_holders(procfs, table, port, redact, host=None):
     """Who listens on TCP PORT: ``listening`` (a socket listens, in this network namespace), ``addresses`` (the local
     addresses those sockets are bound to), ``holders``, the processes of TABLE with such a socket open, each with its
     ``user`` (none when only processes this PID namespace cannot see hold it), and ``unheld``, whether some listening
     socket is held by none of them. With HOST (an address, see covering), only the sockets that take a connection to
     HOST count: a listener of another user on another address of the port neither blocks nor misleads."""
-    relevant = covering(host) if host else None
-    addresses = dict((inode, address) for inode, address in procfs.tcp_listen_addresses(port).items()
-                     if relevant is None or address in relevant)
+    addresses = listening_at(procfs, port, host)
     sockets = set('socket:[%d]' % inode for inode in addresses)
     holders, held = [], set()
     for pid, proc in sorted(table.items()):
@@ -158,8 +164,8 @@ def port_holders(procfs, table, port, redact, host=None):
 
 def _url_host(address):
     """The host to connect to for a socket bound to ADDRESS: loopback for a wildcard address."""
-    if address in ('0.0.0.0',) or address.startswith('127.'):
-        return '127.0.0.1' if address in ('0.0.0.0',) else address
+    if address == '0.0.0.0':
+        return '127.0.0.1'
     if address in ('::', '::1'):
         return '[::1]'
     return '[%s]' % address if ':' in address else address
@@ -190,8 +196,9 @@ def own_listener(procfs, table, pid, port, redact, host=None):
         out['reason'] = 'nothing of the tree of %d listens on port %d' % (pid, port)
     else:
         hosts = sorted(set(_url_host(a) for a in held['addresses']), key=lambda h: (h != '127.0.0.1', h != '[::1]', h))
-        chosen = host if host and covering(host) and ('[%s]' % host.strip('[]') if ':' in host else host) in hosts else hosts[0]
-        out.update(tied=True, url='http://%s:%d' % (chosen, port))
+        # the URL's own host where the server listens there (an IP address that no wildcard stands for)
+        wanted = _url_host(host.strip('[]')) if covering(host) else None
+        out.update(tied=True, url='http://%s:%d' % (wanted if wanted in hosts else hosts[0], port))
     return out
 
 
@@ -204,12 +211,11 @@ class Guard:
     def __init__(self, procfs, tie):
         self.procfs = procfs
         self.port = tie['port']
-        self.relevant = covering(tie.get('host')) if tie.get('host') else None
+        self.host = tie.get('host')
         self.members = list(tie.get('members') or [])
 
     def __call__(self):
-        sockets = set('socket:[%d]' % inode for inode, address in self.procfs.tcp_listen_addresses(self.port).items()
-                      if self.relevant is None or address in self.relevant)
+        sockets = set('socket:[%d]' % inode for inode in listening_at(self.procfs, self.port, self.host))
         if not sockets:
             return None
         held = set()

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 
 import pytest
 
@@ -27,6 +28,41 @@ def private_tempdir(tmp_path, monkeypatch):
     """Temporary files of the test, AnsibleModule's ansible-moduletmp-* among them, in its own tmp_path: a module
     whose exit_json raises never reaches the cleanup that would remove them from the host's /tmp."""
     monkeypatch.setattr(tempfile, 'tempdir', str(tmp_path))
+
+
+class BlockedWriter:
+    """A writer blocked in open() of the FIFO at PATH: open() of a FIFO for writing returns once a reader opens it,
+    so ``opened()`` tells whether anything opened the FIFO for reading meanwhile."""
+
+    def __init__(self, path):
+        self.path, self.fds = path, []
+        os.mkfifo(path)
+        self.thread = threading.Thread(target=lambda: self.fds.append(os.open(path, os.O_WRONLY)), daemon=True)
+        self.thread.start()
+
+    def opened(self, wait=0.5):
+        self.thread.join(wait)
+        return bool(self.fds)
+
+    def close(self):
+        unblock = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+        self.thread.join(5)
+        os.close(unblock)
+        for fd in self.fds:
+            os.close(fd)
+
+
+@pytest.fixture
+def fifo_writer():
+    """BlockedWriter(PATH) for each path the test names; every one is unblocked and closed at the end."""
+    made = []
+
+    def make(path):
+        made.append(BlockedWriter(str(path)))
+        return made[-1]
+    yield make
+    for writer in made:
+        writer.close()
 
 
 class ModuleExit(Exception):

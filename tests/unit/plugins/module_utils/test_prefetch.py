@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import errno
 import os
-import threading
 
 import pytest
 
@@ -290,24 +289,12 @@ def test_a_link_swapped_in_on_the_way_to_a_listed_file_is_not_followed(tmp_path)
     assert e.value.errno in (errno.ELOOP, errno.ENOTDIR)
 
 
-def test_a_fifo_swapped_in_for_a_listed_file_is_never_opened(tmp_path):
+def test_a_fifo_swapped_in_for_a_listed_file_is_never_opened(tmp_path, fifo_writer):
     """A writer blocked in open() of a FIFO returns once a reader opens it: it stays blocked."""
-    fifo = str(tmp_path / 'w.safetensors')
-    os.mkfifo(fifo)
-    opened = []
-    writer = threading.Thread(target=lambda: opened.append(os.open(fifo, os.O_WRONLY)), daemon=True)
-    writer.start()
-    try:
-        with pytest.raises(OSError):
-            _prefetch.open_regular(fifo)
-        writer.join(0.5)
-        assert opened == []
-    finally:
-        unblock = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-        writer.join(5)
-        os.close(unblock)
-        for fd in opened:
-            os.close(fd)
+    writer = fifo_writer(tmp_path / 'w.safetensors')
+    with pytest.raises(OSError):
+        _prefetch.open_regular(writer.path)
+    assert not writer.opened()
 
 
 def test_the_walk_stops_at_the_timeout(tmp_path):

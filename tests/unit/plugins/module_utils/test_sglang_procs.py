@@ -424,25 +424,13 @@ def test_a_user_s_file_is_not_read_for_a_root_server(tmp_path):
     assert sprocs.api_key_of(procfs, server_proc, 4242) == 'sk-planted'
 
 
-def test_a_fifo_named_as_the_config_file_is_never_opened(tmp_path):
+def test_a_fifo_named_as_the_config_file_is_never_opened(tmp_path, fifo_writer):
     """A writer blocked in open() of a FIFO returns once a reader opens it: it stays blocked, so the FIFO was only
     looked at (O_PATH), never opened."""
     procfs, server_proc = keyed(tmp_path, SERVE + ['--config', '/run/fifo'])
-    fifo = str(tmp_path / 'fs' / 'run' / 'fifo')
-    os.mkfifo(fifo)
-    opened = []
-    writer = threading.Thread(target=lambda: opened.append(os.open(fifo, os.O_WRONLY)), daemon=True)
-    writer.start()
-    try:
-        assert sprocs.api_key_of(procfs, server_proc, 0) is None
-        writer.join(0.5)
-        assert opened == [], 'the FIFO was opened for reading'
-    finally:
-        unblock = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-        writer.join(5)
-        os.close(unblock)
-        for fd in opened:
-            os.close(fd)
+    writer = fifo_writer(tmp_path / 'fs' / 'run' / 'fifo')
+    assert sprocs.api_key_of(procfs, server_proc, 0) is None
+    assert not writer.opened(), 'the FIFO was opened for reading'
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason='mknod needs root')
