@@ -190,6 +190,38 @@ def parse_tcp_listeners(raw, port):
     return set(parse_tcp_listen_addresses(raw, port))
 
 
+def read_regular(path, owner=None, limit=1 << 20):
+    """(fstat result, at most LIMIT bytes) of the regular file PATH (links followed), where it belongs to the UID
+    OWNER (any owner when None); None otherwise, or when it cannot be read.
+
+    What PATH names is looked at before it is opened for reading: an ``O_PATH`` descriptor and its fstat, so a FIFO,
+    a device (a watchdog that arms on open, a tape that rewinds, a serial line that raises DTR) or another user's file
+    is never opened. The file is then opened through that descriptor (``/proc/self/fd/N``, with
+    ``O_NOCTTY | O_NONBLOCK``), and read only when it is still the same inode."""
+    try:
+        handle = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except (IOError, OSError):
+        return None
+    try:
+        seen = os.fstat(handle)
+        if not stat.S_ISREG(seen.st_mode) or (owner is not None and seen.st_uid != owner):
+            return None
+        fd = os.open('/proc/self/fd/%d' % handle, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (IOError, OSError):
+        return None
+    finally:
+        os.close(handle)
+    try:
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != (seen.st_dev, seen.st_ino) or not stat.S_ISREG(st.st_mode):
+            return None
+        return st, os.read(fd, limit)
+    except (IOError, OSError):
+        return None
+    finally:
+        os.close(fd)
+
+
 class ProcFS:
     """The process table of one /proc mount (``root`` lets tests use a fake tree)."""
 
@@ -309,35 +341,10 @@ class ProcFS:
     def file_of(self, pid, path, owner, limit=1 << 20):
         """(owner UID, text) of the regular file PATH as process PID names it (through /proc/PID/root, or its working
         directory for a relative path), at most LIMIT bytes, where the file belongs to the UID OWNER; None otherwise,
-        or when it cannot be read.
-
-        What PATH names is looked at before it is opened for reading: an ``O_PATH`` descriptor and its fstat, so a
-        FIFO, a device (a watchdog that arms on open, a tape that rewinds, a serial line that raises DTR) or another
-        user's file is never opened. The file is then opened through that descriptor (``/proc/self/fd/N``, with
-        ``O_NOCTTY | O_NONBLOCK``), and read only when it is still the same inode."""
+        or when it cannot be read (read_regular: no FIFO or device is ever opened)."""
         base = self._path(pid, 'root') if os.path.isabs(path) else self._path(pid, 'cwd')
-        try:
-            handle = os.open(os.path.join(base, path.lstrip('/')), os.O_PATH | os.O_CLOEXEC)
-        except (IOError, OSError):
-            return None
-        try:
-            seen = os.fstat(handle)
-            if not stat.S_ISREG(seen.st_mode) or seen.st_uid != owner:
-                return None
-            fd = os.open('/proc/self/fd/%d' % handle, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC)
-        except (IOError, OSError):
-            return None
-        finally:
-            os.close(handle)
-        try:
-            st = os.fstat(fd)
-            if (st.st_dev, st.st_ino) != (seen.st_dev, seen.st_ino) or not stat.S_ISREG(st.st_mode):
-                return None
-            return st.st_uid, _text(os.read(fd, limit))
-        except (IOError, OSError):
-            return None
-        finally:
-            os.close(fd)
+        found = read_regular(os.path.join(base, path.lstrip('/')), owner, limit)
+        return (found[0].st_uid, _text(found[1])) if found else None
 
     def pid_namespace(self, pid):
         """The PID namespace of a process as ``pid:[INODE]``, or None when it cannot be read."""

@@ -1,0 +1,169 @@
+# Copyright: (c) 2026, gpuops maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A server's identity and its comparison, on real files: what makes a running server stale (the SGLang release,
+the dump patch, the model files), the reasons in words, the diff, and the plan that decides a restart."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ansible_collections.gpuops.host.plugins.module_utils import _server_config as config
+from ansible_collections.gpuops.host.plugins.module_utils import _server_info as server_info
+
+PY = '/opt/sglang/venv/bin/python'
+ARGV = [PY, '-m', 'sglang.launch_server', '--model-path', '/models/m', '--mem-fraction-static', '0.85',
+        '--port', '30000', '--enable-metrics']
+
+
+def identity(**changes):
+    base = {'mode': 'serving', 'argv': list(ARGV), 'environment': {'CUDA_VISIBLE_DEVICES': '0,1'},
+            'secrets': config.secrets_digest({'env:HF_TOKEN': 'hf_abc'}), 'supervisor': 'process', 'unit': None,
+            'container': None, 'user': 'sglang', 'group': 1001, 'dumps': None, 'run_name': '',
+            'sglang': '0.5.23', 'model': {'path': '/models/m', 'files': {'config.json': [10, 1], 'w.safetensors': [99, 2]},
+                                          'content': {'config.json': 'aa'}}}
+    base.update(changes)
+    return base
+
+
+def model(tmp_path, shards=2):
+    d = tmp_path / 'model'
+    d.mkdir(exist_ok=True)
+    (d / 'config.json').write_text('{"hidden_size": 4096}')
+    (d / 'model.safetensors.index.json').write_text('{"weight_map": {}}')
+    for i in range(shards):
+        (d / ('model-%05d.safetensors' % i)).write_bytes(b'w' * (10 + i))
+    return d
+
+
+def words(before, after):
+    return [c['words'] for c in config.compare(before, after)]
+
+
+def test_the_same_identity_has_no_change():
+    assert config.compare(identity(), identity()) == []
+
+
+@pytest.mark.parametrize('changes, expected', [
+    ({'mode': 'tuning'}, 'mode: serving -> tuning'),
+    ({'argv': ARGV[:6] + ['0.92'] + ARGV[7:]}, 'command line: --mem-fraction-static 0.85 -> 0.92'),
+    ({'argv': ARGV[:-1]}, 'command line: --enable-metrics removed'),
+    ({'argv': ARGV + ['--cuda-graph-max-bs-decode', '160']}, 'command line: --cuda-graph-max-bs-decode added (160)'),
+    ({'environment': {'CUDA_VISIBLE_DEVICES': '2,3'}}, 'environment: CUDA_VISIBLE_DEVICES 0,1 -> 2,3'),
+    ({'secrets': config.secrets_digest({'env:HF_TOKEN': 'hf_new'})}, 'secret arguments or variables: changed'),
+    ({'supervisor': 'systemd'}, 'supervisor: process -> systemd'),
+    ({'sglang': '0.5.24'}, 'SGLang release: 0.5.23 -> 0.5.24'),
+])
+def test_each_field_s_change_is_said_in_words(changes, expected):
+    assert words(identity(), identity(**changes)) == [expected]
+
+
+def test_the_secret_digest_names_no_secret():
+    digest = config.secrets_digest({'env:HF_TOKEN': 'hf_abc'})
+    assert 'hf_abc' not in digest and digest != config.secrets_digest({'env:HF_TOKEN': 'hf_abd'})
+    assert words(identity(), identity(secrets=config.secrets_digest({}))) == ['secret arguments or variables: changed']
+
+
+def test_a_field_the_record_lacks_counts_only_when_it_is_configured():
+    before = identity()
+    del before['sglang'], before['model']
+    # an earlier release read nothing on the node: not stale for that
+    assert words(before, identity()) == []
+    del before['mode']
+    assert words(before, identity()) == ['mode: not recorded']
+
+
+def test_a_new_weight_file_a_resized_one_and_a_rewritten_one_are_named(tmp_path):
+    d = model(tmp_path, shards=3)
+    before = config.model_fingerprint(str(d))
+    assert sorted(before['files']) == ['config.json', 'model-00000.safetensors', 'model-00001.safetensors',
+                                       'model-00002.safetensors', 'model.safetensors.index.json']
+    assert sorted(before['content']) == ['config.json', 'model.safetensors.index.json']
+    assert config.compare({'model': before}, {'model': config.model_fingerprint(str(d))}) == []
+
+    (d / 'model-00003.safetensors').write_bytes(b'new')
+    (d / 'model-00000.safetensors').write_bytes(b'w' * 50)
+    (d / 'config.json').write_text('{"hidden_size": 8192}')
+    os.utime(str(d / 'config.json'), ns=(before['files']['config.json'][1],) * 2)
+    assert words({'model': before}, {'model': config.model_fingerprint(str(d))}) == [
+        'model files: config.json rewritten, model-00000.safetensors resized 10 -> 50 bytes, '
+        'model-00003.safetensors added']
+
+
+def test_a_model_path_that_is_gone_is_said(tmp_path):
+    before = config.model_fingerprint(str(model(tmp_path)))
+    after = config.model_fingerprint(str(tmp_path / 'nowhere'))
+    assert after['missing']
+    assert words({'model': before}, {'model': after})[0].startswith('model files: %s' % before['path'])
+
+
+def test_a_fifo_or_a_link_to_a_device_in_the_model_directory_is_never_opened(tmp_path):
+    d = model(tmp_path, shards=1)
+    # names whose content counts: opening a FIFO would block, a device would act on the open
+    os.mkfifo(str(d / 'generation_config.json'))
+    (d / 'extra.index.json').symlink_to('/dev/null')
+    found = config.model_fingerprint(str(d))
+    assert sorted(found['content']) == ['config.json', 'model.safetensors.index.json']
+    assert 'generation_config.json' not in found['files'] and 'extra.index.json' not in found['files']
+
+
+def test_a_hub_model_s_snapshot_is_the_one_its_main_ref_names(tmp_path):
+    repo = tmp_path / 'hub' / 'models--org--name'
+    (repo / 'refs').mkdir(parents=True)
+    (repo / 'refs' / 'main').write_text('abc123\n')
+    snap = repo / 'snapshots' / 'abc123'
+    snap.mkdir(parents=True)
+    (snap / 'config.json').write_text('{}')
+    assert config.hub_snapshot(str(tmp_path), 'org/name') == str(snap)
+    found = server_info.model_of({'model_path': 'org/name', 'hf_home': str(tmp_path)})
+    assert found['revision'] == 'abc123' and list(found['files']) == ['config.json'] and found['path'] == 'org/name'
+    (repo / 'refs' / 'main').write_text('../../etc')
+    assert config.hub_snapshot(str(tmp_path), 'org/name') is None
+    assert server_info.model_of({'model_path': 'org/other', 'hf_home': str(tmp_path)})['missing']
+
+
+def test_the_patch_digest_covers_the_patched_files_only(tmp_path):
+    pkg = tmp_path / 'sglang'
+    models = pkg / 'srt' / 'models'
+    models.mkdir(parents=True)
+    (models / 'llama.py').write_text('import os\nDUMP = os.environ.get("SGLANG_HS_DUMP_DIR")\n')
+    (models / 'qwen.py').write_text('pass\n')
+    first = config.patch_digest(str(pkg), ['srt/models'], 'SGLANG_HS_DUMP_DIR')
+    assert first['files'] == ['srt/models/llama.py'] and first['digest'].startswith('sha256:')
+    (models / 'qwen.py').write_text('pass # unrelated\n')
+    assert config.patch_digest(str(pkg), ['srt/models'], 'SGLANG_HS_DUMP_DIR') == first
+    (models / 'llama.py').write_text('import os\nDUMP = os.environ.get("SGLANG_HS_DUMP_DIR")  # v2\n')
+    second = config.patch_digest(str(pkg), ['srt/models'], 'SGLANG_HS_DUMP_DIR')
+    assert second['digest'] != first['digest']
+    assert words({'dump_patch': first}, {'dump_patch': second}) == ['hidden-state dump patch: changed']
+    assert config.patch_digest(str(pkg), ['nowhere'], 'SGLANG_HS_DUMP_DIR') == {'files': [], 'digest': None}
+
+
+def test_the_diff_shows_the_command_line_one_flag_per_line_and_no_secret():
+    text = config.render(identity())
+    assert 'argv: %s -m sglang.launch_server\n' % PY in text
+    assert '  --mem-fraction-static 0.85\n' in text and '  --enable-metrics\n' in text
+    assert 'hf_abc' not in text and 'model: /models/m (2 files)' in text
+    assert config.render({}) == ''
+
+
+RECORD = {'status': 'ok', 'pid': 42, 'marker': 'serving-x', 'config_hash': 'h1'}
+
+
+@pytest.mark.parametrize('record, down, before, restart, hash_, expected', [
+    (RECORD, None, identity(), False, None, (False, [])),
+    (RECORD, None, identity(), True, None, (True, ['a restart was asked for (restart)'])),
+    (RECORD, 'the recorded server (pid 42, run serving-x) does not run', identity(), False, None,
+     (True, ['the recorded server (pid 42, run serving-x) does not run'])),
+    (RECORD, None, identity(sglang='0.5.14'), False, None, (True, ['SGLang release: 0.5.14 -> 0.5.23'])),
+    # a record of an earlier release: its configuration hash decides
+    (RECORD, None, {}, False, 'h1', (False, [])),
+    (RECORD, None, {}, False, 'h2',
+     (True, ['configuration: changed (recorded by an earlier release, which names no fields)'])),
+    ({}, 'no server is recorded on this node (/x)', {}, False, None, (True, ['no server is recorded on this node (/x)'])),
+])
+def test_the_plan_restarts_for_every_reason_and_only_then(record, down, before, restart, hash_, expected):
+    needs, reasons, dummy = server_info.plan(record, down, before, identity(), restart, hash_)
+    assert (needs, reasons) == expected
