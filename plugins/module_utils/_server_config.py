@@ -5,11 +5,12 @@
 """A server's configuration, what makes a running server stale, and their comparison.
 
 An identity is a plain dict. The desired configuration (as sglang_launch renders it): ``mode``, ``argv`` (the
-command line, no secret on it), ``args`` (the arguments, where a --config file carries them), ``environment`` (the public variables), ``secrets`` (a digest of the secret
-arguments and variables, never their values), ``supervisor``, ``unit``, ``container``, ``user``, ``group``,
-``dumps``, ``run_name``. What the node has now: ``sglang`` (the installed release), ``dump_patch`` (a digest of the
-hidden-state dump patch, in a dumping mode), ``model`` (a fingerprint of the model directory), ``image`` (a
-container image's ID). ``compare(before, after)`` says in words what differs.
+command line, no secret on it), ``args`` (the arguments, where a --config file carries them), ``environment`` (the
+public variables), ``secrets`` (a digest of the secret arguments and variables, never their values),
+``supervisor``, ``unit``, ``container``, ``user``, ``group``, ``dumps``, ``run_name``. What the node has now:
+``sglang`` (the installed release), ``dump_patch`` (a digest of the hidden-state dump patch, in a dumping mode),
+``model`` (a fingerprint of the model directory), ``image`` (a container image's ID). ``compare(before, after)``
+says in words what differs.
 """
 
 from __future__ import annotations
@@ -216,7 +217,7 @@ def render(identity):
     if not identity:
         return ''
     lines = []
-    for field, _ in FIELDS:
+    for field, dummy in FIELDS:
         if field not in identity:
             continue
         value = identity[field]

@@ -333,3 +333,281 @@ def test_module_fails_with_the_capacity(fake, run_module):
     assert outcome == 'fail' and result['msg'].startswith('Refusing to take http://node-m:30000 out of the gateway: '
                                                           'model mistral would keep 0 healthy worker(s)')
     assert result['capacity'] == {'mistral': {'total': 1, 'healthy_after': 0, 'required': 1}} and fake.writes() == []
+
+
+# -- a worker listed under another URL that reaches this node's server (issue 32) --
+
+NODE_IP = '10.0.0.5'
+HOSTS = {'gpu-1': [NODE_IP], 'gpu-1-dual': [NODE_IP, 'fd00::5'], 'gpu-9': ['10.0.0.9'], 'gw-remote': ['10.0.0.9'],
+         'gw-here': [NODE_IP], 'self-alias': ['127.0.1.1'], 'shared': [NODE_IP, '10.0.0.9']}
+
+
+def resolver(hosts=None):
+    """A socket.getaddrinfo over HOSTS (name -> addresses); the names it was asked in .asked."""
+    table = HOSTS if hosts is None else hosts
+
+    def getaddrinfo(host, port, family=0, kind=0):
+        resolver.asked.append(host)
+        if host not in table:
+            raise OSError(-2, 'Name or service not known')
+        return [(10 if ':' in a else 2, kind, 6, '', (a, 0)) for a in table[host]]
+    resolver.asked = []
+    return getaddrinfo
+
+
+def node(addresses=(NODE_IP, 'fd00::5'), local=True, names=('gpu-1',)):
+    return gateway.Node(addresses, local=local, names=names, resolve=resolver())
+
+
+@pytest.mark.parametrize('listed, gw_url, serves', [
+    # the node's own address, IPv4 or IPv6, at the server's port and scheme
+    ('http://10.0.0.5:30000', 'http://gw-remote:8080', True),
+    ('http://[fd00::5]:30000/', 'http://gw-remote:8080', True),
+    ('http://[::ffff:10.0.0.5]:30000', 'http://gw-remote:8080', True),
+    # another port, another scheme, another host: another server
+    ('http://10.0.0.5:30001', 'http://gw-remote:8080', False),
+    ('https://10.0.0.5:30000', 'http://gw-remote:8080', False),
+    ('http://10.0.0.9:30000', 'http://gw-remote:8080', False),
+    # loopback is the node's only in a gateway on the node
+    ('http://127.0.0.1:30000', 'http://127.0.0.1:8080', True),
+    ('http://localhost:30000', 'http://localhost:8080', True),
+    ('http://[::1]:30000', 'http://127.0.0.1:8080', True),
+    ('http://127.0.0.1:30000', 'http://10.0.0.5:8080', True),
+    ('http://127.0.0.1:30000', 'http://gw-here:8080', True),
+    ('http://127.0.0.1:30000', 'http://10.0.0.9:8080', False),
+    ('http://127.0.0.1:30000', 'http://gw-remote:8080', False),
+    ('http://127.0.0.1:30001', 'http://127.0.0.1:8080', False),
+    # host names: resolving to the node's addresses, or the node's own name (which /etc/hosts may map to loopback)
+    ('http://gpu-1-dual:30000', 'http://gw-remote:8080', True),
+    ('http://GPU-1:30000', 'http://gw-remote:8080', True),
+    ('http://gpu-9:30000', 'http://gw-remote:8080', False),
+    ('http://nowhere:30000', 'http://gw-remote:8080', False),
+    ('http://self-alias:30000', 'http://127.0.0.1:8080', True),
+    ('http://self-alias:30000', 'http://gw-remote:8080', False),
+])
+def test_a_worker_under_another_url_is_this_node_s_where_it_reaches_its_server(listed, gw_url, serves):
+    assert node().serves(listed, 'http://node1.example:30000', gw_url) is serves
+
+
+def test_a_loopback_gateway_is_not_on_the_node_when_the_module_runs_elsewhere():
+    delegated = node(local=False, names=())
+    assert delegated.serves('http://127.0.0.1:30000', 'http://gpu-1:30000', 'http://127.0.0.1:8080') is False
+    assert delegated.serves('http://127.0.0.1:30000', 'http://gpu-1:30000', 'http://10.0.0.5:8080') is True
+    assert delegated.serves('http://10.0.0.5:30000', 'http://gpu-1:30000', 'http://127.0.0.1:8080') is True
+
+
+def test_each_host_is_resolved_once_and_only_at_the_server_s_port():
+    n = node()
+    workers = [{'url': 'http://gpu-9:30000'}, {'url': 'http://gpu-9:30000/'}, {'url': 'http://elsewhere:30001'}]
+    assert gateway.this_nodes(workers, 'http://node1:30000', 'http://gw-remote:8080', n) == []
+    assert resolver.asked == ['gpu-9']
+
+
+@pytest.mark.parametrize('n, listed, gw_url, why', [
+    (node(), 'http://shared:30000', 'http://gw-remote:8080',
+     "shared resolves to 10.0.0.5 (this node's), 10.0.0.9 (another host's)"),
+    (node(addresses=None), 'http://10.0.0.5:30000', 'http://gw-remote:8080',
+     "this host's addresses cannot be read (/proc/net/fib_trie)"),
+    (node(addresses=None), 'http://127.0.0.1:30000', 'http://10.0.0.5:8080',
+     "a loopback URL of the gateway's host, and whether that is this node: this host's addresses cannot be read"),
+])
+def test_a_worker_that_may_or_may_not_be_this_node_s_is_refused_naming_both_urls(n, listed, gw_url, why):
+    workers = [{'id': 'x', 'url': listed}]
+    with pytest.raises(gateway.Ambiguous) as e:
+        gateway.this_nodes(workers, 'http://node1:30000', gw_url, n)
+    assert str(e.value).startswith(
+        'Refusing to take http://node1:30000 out of the gateway %s: it lists %s, at the same port, and whether that '
+        'reaches this node\'s server cannot be told (%s' % (gw_url, listed, why)), str(e.value)
+    assert str(e.value).endswith('Set sglang_gateway_worker_url (url) to the URL the gateway lists this node\'s '
+                                 'server by, or sglang_gateway_node_addresses (node_addresses) to the node\'s '
+                                 'addresses. Nothing was changed.')
+    assert e.value.data == {'listed': listed, 'url': 'http://node1:30000'}
+
+
+def test_without_readable_addresses_loopback_in_a_loopback_gateway_is_still_told():
+    n = node(addresses=None)
+    assert n.serves('http://127.0.0.1:30000', 'http://node1:30000', 'http://127.0.0.1:8080') is True
+    assert n.serves('http://node1:30000/', 'http://node1:30000', 'http://10.0.0.9:8080') is True
+
+
+FIB_TRIE = """Main:
+  +-- 0.0.0.0/0 3 0 5
+     +-- 127.0.0.0/8 2 0 2
+        +-- 127.0.0.0/31 1 0 0
+           |-- 127.0.0.0
+              /8 host LOCAL
+           |-- 127.0.0.1
+              /32 host LOCAL
+        |-- 127.255.255.255
+           /32 link BROADCAST
+     +-- 10.0.0.0/24 2 0 2
+        |-- 10.0.0.0
+           /24 link UNICAST
+        |-- 10.0.0.5
+           /32 host LOCAL
+        |-- 10.0.0.255
+           /32 link BROADCAST
+Local:
+  +-- 0.0.0.0/0 3 0 5
+     |-- 10.0.0.5
+        /32 host LOCAL
+"""
+IF_INET6 = """fd000000000000000000000000000005 04 40 00 82     eth0
+00000000000000000000000000000001 01 80 10 80       lo
+"""
+
+
+def fake_proc(tmp_path, fib_trie=FIB_TRIE, if_inet6=IF_INET6):
+    (tmp_path / 'net').mkdir(parents=True)
+    if fib_trie is not None:
+        (tmp_path / 'net' / 'fib_trie').write_text(fib_trie)
+    if if_inet6 is not None:
+        (tmp_path / 'net' / 'if_inet6').write_text(if_inet6)
+    return str(tmp_path)
+
+
+def test_local_addresses_are_the_local_host_entries_and_the_ipv6_addresses(tmp_path):
+    assert gateway.local_addresses(fake_proc(tmp_path)) == ['10.0.0.5', '127.0.0.1', '::1', 'fd00::5']
+
+
+def test_local_addresses_without_fib_trie_are_unknown_and_without_if_inet6_ipv4_only(tmp_path):
+    assert gateway.local_addresses(fake_proc(tmp_path / 'a', fib_trie=None)) is None
+    assert gateway.local_addresses(fake_proc(tmp_path / 'b', if_inet6=None)) == ['10.0.0.5', '127.0.0.1']
+
+
+def test_local_addresses_of_this_host():
+    assert '127.0.0.1' in gateway.local_addresses()
+
+
+def test_node_here_runs_on_the_node_unless_given_addresses_that_are_not_this_host_s(tmp_path):
+    proc = fake_proc(tmp_path)
+    here = gateway.Node.here(None, proc=proc, hostname=lambda: 'gpu-1.example')
+    assert (here.addresses, here.local, here.names) == ({'10.0.0.5', 'fd00::5'}, True, {'gpu-1.example', 'gpu-1'})
+    given = gateway.Node.here(['10.0.0.5', '192.0.2.7'], proc=proc, hostname=lambda: 'gpu-1')
+    assert (given.addresses, given.local, given.names) == ({'10.0.0.5', '192.0.2.7'}, True, {'gpu-1'})
+    delegated = gateway.Node.here(['10.0.0.77'], proc=proc, hostname=lambda: 'bastion')
+    assert (delegated.addresses, delegated.local, delegated.names) == ({'10.0.0.77'}, False, frozenset())
+    with pytest.raises(gateway.GatewayError, match=r"node_addresses must be IP addresses of the node, not 'gpu-1'"):
+        gateway.Node.here(['10.0.0.5', 'gpu-1'], proc=proc)
+
+
+@pytest.fixture
+def on_node():
+    """A gateway on the node (the fake listens on loopback) that lists this node's server as http://127.0.0.1:30000,
+    and another node's under its host name and under its address, at the same port."""
+    gw = FakeGateway([entry('http://127.0.0.1:30000', labels={'zone': 'a'}, priority=7, cost=2.5),
+                      entry('http://gpu-9:30000'), entry('http://10.0.0.9:30000')])
+    yield gw
+    gw.close()
+
+
+WORKER = 'http://node1.example:30000'
+
+
+def test_take_out_removes_a_loopback_alias_and_put_back_registers_it_again_under_its_own_url(on_node):
+    clock = Clock()
+    gw = gateway.Gateway(on_node.url, holders=served_by_a_gateway)
+    # without the node, the old behaviour: not listed, though the gateway routes to it
+    assert gateway.take_out(gw, WORKER, clock, clock.sleep, check=True)['removed'] == []
+    alias = on_node.workers[0]
+    out = gateway.take_out(gw, WORKER, clock, clock.sleep, minimum='1', node=node())
+    fields = {'priority': 7, 'cost': 2.5, 'worker_type': 'regular', 'labels': {'zone': 'a'}}
+    assert out['changed'] is True and out['removed'] == [alias['id']] and out['worker'] == alias
+    assert out['registration'] == fields
+    assert out['registrations'] == [{'url': 'http://127.0.0.1:30000', 'registration': fields}]
+    assert out['capacity'] == {'llama': {'total': 3, 'healthy_after': 2, 'required': 1}}
+    assert [w['url'] for w in on_node.workers] == ['http://gpu-9:30000', 'http://10.0.0.9:30000']
+    assert gateway.take_out(gw, WORKER, clock, clock.sleep, node=node())['changed'] is False
+
+    fake_calls = len(on_node.writes())
+    back = gateway.put_back(gw, WORKER, clock, clock.sleep, given=out['registrations'], worker_api_key='sk-worker',
+                            node=node())
+    assert on_node.writes()[fake_calls:] == [('POST', '/workers', dict(fields, url='http://127.0.0.1:30000',
+                                                                       api_key='sk-worker'))]
+    assert back['changed'] is True and back['worker']['url'] == 'http://127.0.0.1:30000'
+    assert back['worker']['is_healthy'] is True
+    assert back['registrations'] == [{'url': 'http://127.0.0.1:30000', 'registration': fields}]
+    again = gateway.put_back(gw, WORKER, clock, clock.sleep, given=out['registrations'], node=node())
+    assert again['changed'] is False and len(on_node.writes()) == fake_calls + 1
+
+
+def test_take_out_of_the_url_and_its_alias_gives_back_each(on_node):
+    on_node.workers.append(entry('http://10.0.0.5:30000', labels={'zone': 'b'}))
+    on_node.workers.append(entry(WORKER + '/'))
+    clock = Clock()
+    gw = gateway.Gateway(on_node.url)
+    check = gateway.take_out(gw, WORKER, clock, clock.sleep, check=True, node=node())
+    assert [r['url'] for r in check['registrations']] == [WORKER + '/', 'http://127.0.0.1:30000', 'http://10.0.0.5:30000']
+    assert check['registration'] == {'priority': 50, 'cost': 1.0, 'worker_type': 'regular'}
+    assert check['worker']['url'] == WORKER + '/' and len(check['removed']) == 3 and on_node.writes() == []
+    out = gateway.take_out(gw, WORKER, clock, clock.sleep, node=node())
+    assert [c[0] for c in on_node.writes()] == ['DELETE'] * 3
+    assert [w['url'] for w in on_node.workers] == ['http://gpu-9:30000', 'http://10.0.0.9:30000']
+    gateway.put_back(gw, WORKER, clock, clock.sleep, given=out['registrations'], node=node())
+    assert sorted(c[2]['url'] for c in on_node.writes() if c[0] == 'POST') == sorted(
+        [WORKER, 'http://127.0.0.1:30000', 'http://10.0.0.5:30000'])
+    assert [w['metadata'].get('zone') for w in on_node.workers if w['url'] == 'http://10.0.0.5:30000'] == ['b']
+
+
+def test_a_guard_refusal_counts_the_alias_and_touches_nothing(on_node):
+    clock = Clock()
+    with pytest.raises(gateway.Refusal, match=r'Refusing to take http://127.0.0.1:30000, http://gpu-9:30000 out of the '
+                                              r'gateway: model llama would keep 1 healthy worker\(s\) \(http://10.0.0.9:30000\)'):
+        gateway.take_out(gateway.Gateway(on_node.url), WORKER, clock, clock.sleep, minimum='2',
+                         leaving=['http://gpu-9:30000'], node=node())
+    assert on_node.writes() == []
+
+
+def test_take_out_refuses_an_ambiguous_worker_before_anything_is_touched(on_node):
+    on_node.workers.append(entry('http://shared:30000'))
+    clock = Clock()
+    with pytest.raises(gateway.Ambiguous, match='it lists http://shared:30000, at the same port'):
+        gateway.take_out(gateway.Gateway(on_node.url), WORKER, clock, clock.sleep, node=node())
+    assert on_node.writes() == []
+
+
+def test_put_back_refuses_a_registration_that_does_not_reach_this_node_s_server(on_node):
+    clock = Clock()
+    given = [{'url': 'http://127.0.0.1:30000', 'registration': {}}, {'url': 'http://gpu-9:30001', 'registration': {}}]
+    with pytest.raises(gateway.GatewayError) as e:
+        gateway.put_back(gateway.Gateway(on_node.url), WORKER, clock, clock.sleep, given=given, node=node())
+    assert str(e.value) == ('Refusing to register http://gpu-9:30001 in the gateway %s as the worker of this node\'s '
+                            'server %s: it does not reach that server. Nothing was changed.' % (on_node.url, WORKER))
+    assert on_node.writes() == []
+
+
+def test_put_back_and_query_of_the_url_find_the_alias_listed_already(on_node):
+    clock = Clock()
+    gw = gateway.Gateway(on_node.url)
+    back = gateway.put_back(gw, WORKER, clock, clock.sleep, fields={'priority': 3}, node=node())
+    assert back['changed'] is False and on_node.writes() == [] and back['worker']['url'] == 'http://127.0.0.1:30000'
+    assert back['registrations'] == [{'url': 'http://127.0.0.1:30000', 'registration': {'priority': 3}}]
+    found = gateway.query(gw, WORKER, node=node())
+    assert found['worker']['url'] == 'http://127.0.0.1:30000' and found['registration']['labels'] == {'zone': 'a'}
+    assert [r['url'] for r in found['registrations']] == ['http://127.0.0.1:30000']
+
+
+def test_module_takes_out_the_loopback_alias_and_registers_it_again(run_module):
+    """The module on this host, without node_addresses: the fake gateway on loopback runs here, on the node."""
+    fake = FakeGateway([entry('http://127.0.0.1:30000', labels={'zone': 'a'}), entry('http://192.0.2.250:30000')])
+    try:
+        args = {'gateway_url': fake.url, 'url': WORKER, 'state': 'absent', 'interval': 0.01}
+        outcome, result, dummy = run_module(sglang_gateway, args)
+        assert outcome == 'exit' and result['changed'] is True, result
+        assert result['registrations'] == [{'url': 'http://127.0.0.1:30000', 'registration': {
+            'priority': 50, 'cost': 1.0, 'worker_type': 'regular', 'labels': {'zone': 'a'}}}]
+        assert [w['url'] for w in fake.workers] == ['http://192.0.2.250:30000']
+        back = {'gateway_url': fake.url, 'url': WORKER, 'state': 'present', 'interval': 0.01,
+                'registrations': result['registrations']}
+        outcome, result, dummy = run_module(sglang_gateway, back)
+        assert outcome == 'exit' and result['changed'] is True and result['worker']['is_healthy'] is True, result
+        assert sorted(w['url'] for w in fake.workers) == ['http://127.0.0.1:30000', 'http://192.0.2.250:30000']
+        # Delegated elsewhere (addresses that are not this host's): loopback is another host's, nothing to take out.
+        outcome, result, dummy = run_module(sglang_gateway, dict(args, node_addresses=['192.0.2.251']))
+        assert outcome == 'exit' and result['changed'] is False and result['registrations'] == [], result
+        outcome, result, dummy = run_module(sglang_gateway, dict(args, node_addresses=['node1']))
+        assert outcome == 'fail' and result['msg'] == "node_addresses must be IP addresses of the node, not 'node1'"
+        outcome, result, dummy = run_module(sglang_gateway, dict(back, registration={'priority': 1}))
+        assert outcome == 'fail' and 'mutually exclusive' in result['msg'], result
+    finally:
+        fake.close()
