@@ -19,6 +19,7 @@ import fnmatch
 import hashlib
 import json
 import os
+import shlex
 import stat
 
 from ansible_collections.gpuops.host.plugins.module_utils._procs import read_regular
@@ -236,3 +237,21 @@ def render(identity):
         else:
             lines.append('%s: %s' % (field, _value(value)))
     return '\n'.join(lines) + '\n'
+
+
+def env_lines(env, syntax):
+    """The lines of a server's environment file for ENV (a dict), sorted by name without case: SYNTAX ``systemd``
+    for systemd's EnvironmentFile= (double quotes, with backslash, double quote, dollar and backquote escaped, as
+    systemd.exec reads them), ``shell`` for a POSIX shell's ``set -a; . FILE`` (single quotes, shlex.quote)."""
+    if syntax not in ('systemd', 'shell'):
+        raise ValueError('syntax must be systemd or shell, got %r' % (syntax,))
+    lines = []
+    for name, value in sorted(env.items(), key=lambda item: str(item[0]).lower()):
+        value = str(value)
+        if syntax == 'systemd':
+            for char in ('\\', '"', '$', '`'):
+                value = value.replace(char, '\\' + char)
+            lines.append('%s="%s"' % (name, value))
+        else:
+            lines.append('%s=%s' % (name, shlex.quote(value)))
+    return lines

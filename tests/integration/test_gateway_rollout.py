@@ -150,7 +150,7 @@ def test_check_mode_predicts_out_and_back_in_and_writes_nothing(nodes, gateway, 
     run = fleet_of(tmp_path, nodes, gateway).playbook("restart_serving.yml", "--check", "-e", "gpuops_serial=1",
                                                       "-e", json.dumps(server_args(0)))
     assert run.rc == 0, run.output
-    assert len(re.findall(r'"node\d +ok +serving .* old +out and back in 1"', run.summary())) == 3, run.summary()
+    assert len(re.findall(r'"node\d +ok +serving .* old +out and back in 1 +-"', run.summary())) == 3, run.summary()
     assert sorted(w["id"] for w in gateway.workers()) == ids and all_healthy(gateway, nodes)
     assert [n.main_pids() for n in nodes] == pids
     # The gateway's own request log (its colours taken out): /workers was read, no write endpoint called.
@@ -176,7 +176,7 @@ def test_the_capacity_guard_refuses_before_any_node_is_touched(nodes, gateway_bo
         summary = run.summary()
         assert "Rollout stopped after node1 failed; 1 host(s) never touched: node2." in summary, summary
         # node1: its server untouched, and so is its registration in the gateway (the last column).
-        assert re.search(r'"node1 +FAILED +serving .* untouched +untouched"', summary), summary
+        assert re.search(r'"node1 +FAILED +serving .* untouched +untouched +-"', summary), summary
     finally:
         gw.stop()
 
@@ -188,7 +188,7 @@ def test_a_rolling_restart_behind_the_gateway_fails_no_request(nodes, gateway, t
     assert load.results and load.failed() == [], (len(load.failed()), load.errors[:5])
     check_each_node_out_before_sigterm_and_back_after_its_checks(nodes, watch)
     assert all_healthy(gateway, nodes)
-    assert len(re.findall(r'"node\d +ok +serving .* new +back in 1"', run.summary())) == 3, run.summary()
+    assert len(re.findall(r'"node\d +ok +serving .* new +back in 1 +-"', run.summary())) == 3, run.summary()
 
 
 def gateway_metrics(gw):
@@ -258,4 +258,4 @@ def test_a_canary_refused_before_its_stop_goes_back_in(nodes, gateway, tmp_path)
     assert nodes[1].main_pids() == pids, "the canary's server was touched"
     assert load.results and load.failed() == [], (len(load.failed()), load.errors[:5])
     assert nodes[1].url in [w["url"] for w in gateway.workers() if w["is_healthy"]], gateway.workers()
-    assert re.search(r'"node2 +FAILED +serving .* old +back in 1"', run.summary()), run.summary()
+    assert re.search(r'"node2 +FAILED +serving .* old +back in 1 +-"', run.summary()), run.summary()

@@ -75,11 +75,12 @@ class SimNode:
     outlives this process (make playground); SimNode.attach(workdir) finds it again."""
 
     def __init__(self, workdir: str, gpus: int = 4, name: str = None, patched: bool = True,
-                 server_env: dict = None, decoys: bool = True, detach: bool = False):
+                 server_env: dict = None, decoys: bool = True, detach: bool = False, pci_gpus: int = None):
         self.workdir = os.path.abspath(workdir)
         self.name = name or os.path.basename(self.workdir)
         self.gpus = gpus
-        self.sandbox = Sandbox(os.path.join(self.workdir, "sandbox"), gpus=gpus, decoys=decoys, detach=detach)
+        self.sandbox = Sandbox(os.path.join(self.workdir, "sandbox"), gpus=gpus, decoys=decoys, detach=detach,
+                               pci_gpus=pci_gpus)
         self.sglang = standin.install(os.path.join(self.workdir, "sglang"), patched=patched)
         self.model = standin.make_model_dir(os.path.join(self.workdir, "model"))
         self.state_dir = os.path.join(self.workdir, "state")
