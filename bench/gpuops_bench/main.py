@@ -14,12 +14,12 @@ import subprocess
 import time
 import traceback
 
-from . import (asyncstop, chart, detect, downtime, fleet, gateway, overhead, prefetch, report, scancost, stop,
-               supervised, systemd)
+from . import (asyncstop, chart, detect, downtime, fleet, gateway, overhead, prefetch, report, runstatus, scancost,
+               stop, supervised, systemd)
 from .common import BENCH, REPO, log
 
 MEASUREMENTS = ("downtime", "stop", "fleet", "prefetch", "detect", "scan", "overhead", "async", "gateway", "supervised",
-                "systemd")
+                "systemd", "status")
 
 
 def _commit():
@@ -105,6 +105,7 @@ def main(argv=None):
         "detect": lambda: detect.run(max(rounds, 3) if not args.quick else 1),
         "scan": lambda: scancost.run(max(rounds, 3) if not args.quick else 1, processes=args.processes),
         "overhead": lambda: overhead.run(max(rounds, 3) if not args.quick else 1),
+        "status": lambda: runstatus.run(max(rounds, 5) if not args.quick else 1),
         "fleet": lambda: (fleet.run(1, sizes=(1, 2), settings=["recommended"]) if args.quick else
                           fleet.run(args.fleet_rounds or max(1, rounds // 3), sizes=args.fleet_sizes,
                                     settings=args.fleet_settings)),

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from . import asyncstop, downtime, fleet, gateway, prefetch, supervised, systemd
+from . import asyncstop, downtime, fleet, gateway, prefetch, runstatus, supervised, systemd
 
 NAMES = {
     "hand_a": "hand procedure A", "hand_b": "hand procedure B",
@@ -28,7 +28,7 @@ def goals(results):
     rows = []
     for key, module_goals in (("downtime", downtime.goals), ("stop", _stop_goals), ("fleet", fleet.goals),
                               ("prefetch", prefetch.goals), ("supervised", supervised.goals),
-                              ("systemd", systemd.goals)):
+                              ("systemd", systemd.goals), ("status", runstatus.goals)):
         if results.get(key):
             rows += module_goals(results[key])
     scan = results.get("scan")
@@ -84,7 +84,7 @@ def markdown(results):
         out.append("| %s | %s | %s | %s |" % (goal, target, measured, met))
     out.append("")
     for key, module in (("downtime", downtime), ("fleet", fleet), ("async", asyncstop), ("prefetch", prefetch),
-                        ("gateway", gateway), ("supervised", supervised), ("systemd", systemd)):
+                        ("gateway", gateway), ("supervised", supervised), ("systemd", systemd), ("status", runstatus)):
         if results.get(key):
             out += module.markdown(results[key]) + [""]
     out += _stop(results.get("stop")) + _detect(results.get("detect")) + _scan(results.get("scan"))

@@ -151,6 +151,27 @@ class DumpDir:
         return {'changed': True, 'path': self.path, 'owner': self.uid, 'group': self.gid, 'mode': '%04o' % MODE,
                 'free_gb': round(free / GB, 1)}
 
+    def open_run(self):
+        """A descriptor of the existing run directory, opened relative to the checked dump root with O_NOFOLLOW: a
+        link at its name fails, and so does a directory of another user than the server's or root (not the run
+        directory that this collection made). The caller closes it."""
+        fd, dummy = self._open_root()
+        try:
+            try:
+                run = os.open(self.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            except OSError as e:
+                st = self._entry(fd)
+                raise DumpDirError('the run directory %s cannot be opened (%s): %s' % (
+                    self.path, _describe(st, self.path) if st is not None else 'nothing is there', e.strerror or e))
+        finally:
+            os.close(fd)
+        st = os.fstat(run)
+        if st.st_uid not in (0, self.uid):
+            os.close(run)
+            raise DumpDirError('the run directory %s is %s, not the server\'s user\'s (UID %d)'
+                               % (self.path, _describe(st, self.path), self.uid))
+        return run
+
     def remove_if_empty(self, check_mode=False):
         """Remove the run directory when it is an empty directory (rmdir(2), which follows no link); a run
         directory that holds dumps, or anything else at the name, is left as it is. Returns the result dict."""

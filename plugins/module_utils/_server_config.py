@@ -51,13 +51,6 @@ _CONTENT_LIMIT = 16 << 20
 _NAMED = 5
 
 
-def secrets_digest(values):
-    """A digest of the secret values (a dict of name -> value): it changes when any of them does, and tells nothing
-    of them."""
-    text = json.dumps(dict((str(k), str(v)) for k, v in (values or {}).items()), sort_keys=True)
-    return 'sha256:' + hashlib.sha256(text.encode('utf-8')).hexdigest()
-
-
 def hub_snapshot(hf_home, model_id):
     """The snapshot directory of the HuggingFace hub model MODEL_ID (org/name) in HF_HOME's cache, as its ``main``
     ref names it, or None when the cache has no such model."""

@@ -9,13 +9,16 @@ injected collaborators (_sglang.Deps).
 
 The record and the servers of the node; with ``config``, what the node has now (the installed SGLang release, the
 dump patch, the model files, a container image) and the plan: whether the recorded server must restart to match,
-why in words, and the before/after of a diff. Nothing is signalled or written.
+why in words, and the before/after of a diff. With ``extraction``, how the recorded extraction run goes (see
+extraction_status). Nothing is signalled or written, and no lock is taken.
 """
 
 from __future__ import annotations
 
 import re
 
+from ansible_collections.gpuops.host.plugins.module_utils import _extraction as extraction
+from ansible_collections.gpuops.host.plugins.module_utils import _manifest as manifests
 from ansible_collections.gpuops.host.plugins.module_utils import _server_config as config
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang as sglang
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang_http as shttp
@@ -56,7 +59,7 @@ def observe(p, deps):
     if p.get('container'):
         now['image'] = _image_id(p, deps)
     else:
-        found = sglang.release(sglang.merged(p), deps)
+        found = sglang.release(p, deps)
         now['sglang'] = found['release']
         patch = p.get('dump_patch')
         if patch and found.get('package'):
@@ -75,8 +78,9 @@ def _health(record, p, deps):
     return answer.status, None if answer.status == 200 else 'HTTP %d' % answer.status
 
 
-def _server(record, found, p, deps):
-    """The recorded server as it runs now: pid, start, user, healthy and, where it does not serve, why."""
+def _server(record, found, p):
+    """The recorded server as it runs now (pid, start, user, cmdline, supervisor; ``health`` not asked yet), or None
+    and why it does not run."""
     if not record:
         return None, 'no server is recorded on this node (%s)' % p['record_path']
     if record.get('status') != 'ok':
@@ -85,19 +89,15 @@ def _server(record, found, p, deps):
     if not recorded or not sglang.identified(record, recorded):
         return None, 'the recorded server (pid %s, run %s) does not run' % (record.get('pid'), record.get('marker'))
     server = dict((k, recorded.get(k)) for k in ('pid', 'start', 'user', 'cmdline', 'supervisor'))
-    status, why = _health(record, p, deps)
-    server['health'] = status
-    if why:
-        return server, 'the recorded server (pid %s) does not answer /health: %s' % (record.get('pid'), why)
+    server['health'] = None
     return server, None
 
 
 def desired(p):
-    """The desired identity: P's config, the digest of its secrets, and what the node has now."""
+    """The desired identity: P's config and the digest of its secrets (secrets_digest)."""
     want = dict(p['config'])
-    secrets = dict(('arg:%s' % k, v) for k, v in (p.get('secret_server_args') or {}).items())
-    secrets.update(('env:%s' % k, v) for k, v in (p.get('secret_environment') or {}).items())
-    want['secrets'] = config.secrets_digest(secrets)
+    if p.get('secrets_digest') is not None:
+        want['secrets'] = p['secrets_digest']
     return want
 
 
@@ -120,19 +120,73 @@ def plan(record, down, before, after, restart, config_hash=None):
     return bool(reasons), reasons, changes
 
 
+def in_flight(url, p, deps):
+    """The requests in flight on the server at URL, as the drain reads them (SGLang's /metrics gauges with
+    --enable-metrics, else /v1/loads), sent no API key: ``(count, source, error)``, count None where it cannot be
+    read (a server with an API key answers /v1/loads with 401)."""
+    try:
+        reading = shttp.InFlight(shttp.Client(url, opener=deps.opener)).read(p['request_timeout'], deps.clock)
+    except (shttp.Refused, shttp.Unanswered) as e:
+        return None, None, str(e)
+    return reading.count, reading.source, reading.error
+
+
+def extraction_status(record, server, p, deps):
+    """How the run that RECORD names goes, read without touching it (no /health, which a patched server would
+    dump): its mode and marker, ``state`` (``running`` while the recorded SERVER runs; else how its manifest says it
+    ended, or ``down`` - for a dumping run whose manifest still says running, a crash that the next stop or launch
+    records - and ``none`` without a recorded run), ``uptime`` (seconds since its start), what it has written and how
+    fast (_extraction.status over the last ``rate_window`` seconds), the free space of its dump volume and the hours
+    until it is full at that rate, the requests in flight and the manifest's path. A run that dumps nothing (another
+    mode) has only its mode, marker, state and requests."""
+    now = deps.wall_clock()
+    ok = bool(record) and record.get('status') == 'ok'
+    out = {'dumping': manifests.recorded(record), 'mode': record.get('mode') if ok else None,
+           'marker': record.get('marker') if ok else None, 'dump_dir': record.get('dump_dir') if ok else None,
+           'pid': server['pid'] if server else None, 'state': 'running' if server else 'none' if not ok else 'down',
+           'uptime': None, 'manifest': None, 'in_flight': None, 'in_flight_source': None, 'in_flight_error': None}
+    for key in ('files', 'bytes', 'gb', 'own', 'newest', 'age', 'recent', 'rate_seconds', 'rate_files_per_min',
+                'rate_gb_per_hour', 'free_gb', 'hours_to_full'):
+        out[key] = None
+    if server:
+        if record.get('started'):
+            out['uptime'] = round(max(now - float(record['started']), 0.0), 1)
+        out['in_flight'], out['in_flight_source'], out['in_flight_error'] = in_flight(record['url'], p, deps)
+    if not out['dumping']:
+        return out
+    found = extraction.status(record['dump_dir'], now, p['rate_window'], extraction.epoch(record.get('checked')),
+                              p.get('dump_patterns') or extraction.DUMPS)
+    out.update((k, found[k]) for k in found if k in out)
+    manifest = manifests.read(record['dump_dir'], manifests.owners(record)[0])
+    if manifest and manifest.get('run') == record.get('marker'):
+        out['manifest'] = '%s/%s' % (record['dump_dir'], manifests.NAME)
+        if not server and manifest.get('ended') in manifests.ENDED and manifest['ended'] != 'running':
+            out['state'] = manifest['ended']
+    return out
+
+
 def info(p, deps):
-    """The node's record and SGLang servers; with P's config, what the node has now and the plan (see plan)."""
+    """The node's record and SGLang servers; with P's config, what the node has now and the plan (see plan). The
+    recorded server's /health is asked only where it decides the plan - it runs, and nothing else makes it restart:
+    on SGLang /health generates a token, which a patched server in a dumping mode dumps into its run."""
     record = sglang._record(p)
     found = sglang.find(dict(_FIND, **p), deps, record=record)
-    server, down = _server(record, found, p, deps)
+    server, down = _server(record, found, p)
     result = {'record': record, 'server': server,
               'servers': found['servers'], 'elsewhere': found['elsewhere'], 'others': found['others'],
               'gateways': found['gateways']}
+    if p.get('extraction'):
+        result['extraction'] = extraction_status(record, server, p, deps)
     if p.get('config') is None:
         return result
     after = dict(desired(p), **observe(p, deps))
     before = record.get('identity') or {}
     needs, reasons, changes = plan(record, down, before, after, p.get('restart'), p.get('config_hash'))
+    if not needs:
+        server['health'], why = _health(record, p, deps)
+        if why:
+            needs, reasons, changes = plan(record, 'the recorded server (pid %s) does not answer /health: %s'
+                                           % (record.get('pid'), why), before, after, False, p.get('config_hash'))
     result.update(current=after, needs_restart=needs, reasons=reasons, changes=changes,
                   diff={'before_header': '%s (running)' % p['record_path'], 'after_header': 'desired',
                         'before': config.render(before) if server else '', 'after': config.render(after)})

@@ -28,6 +28,7 @@ from ansible_collections.gpuops.host.plugins.module_utils import _sglang_procs a
 from ansible_collections.gpuops.host.plugins.module_utils import _supervisor as supervisors
 from ansible_collections.gpuops.host.plugins.module_utils import _extraction as extraction
 from ansible_collections.gpuops.host.plugins.module_utils import _lock as locks
+from ansible_collections.gpuops.host.plugins.module_utils import _manifest as manifests
 from ansible_collections.gpuops.host.plugins.module_utils import _writers as writers
 from ansible_collections.gpuops.host.plugins.module_utils._namespaces import Place
 from ansible_collections.gpuops.host.plugins.module_utils._nvml import NvmlError
@@ -440,10 +441,16 @@ def stop(p, deps):
 
 
 def _stopped(p, deps, record, run):
-    """The stop itself (see stop), with gpu_reap's RUN for what is left."""
+    """The stop itself (see stop), with gpu_reap's RUN for what is left. Once it has signalled, the extraction runs
+    that it ended say how (_manifest.after_stop: ``ended``, and the recorded run's manifest completed), also when it
+    fails after that; a recorded run whose server it found gone is completed as crashed."""
+    began = deps.wall_clock()
+    gone = False
     try:
         with run:
             found = find(dict(p, drain=True, stop_supervised=True), deps, record)
+            gone = manifests.recorded(record) and not any(identified(record, s) for s in found['servers']) and not (
+                sprocs.alive(deps.procfs, record.get('pid'), record.get('start')) if record.get('pid') else False)
             found['signalled'] = any('seconds' in s for s in found['supervised_stops'])
             try:
                 found['reap'] = run(deps.check_mode)
@@ -456,10 +463,13 @@ def _stopped(p, deps, record, run):
         raise ActionFailed('verify: %s; nothing was drained or signalled' % e, {'signalled': False})
     except ActionFailed as e:
         e.result.setdefault('signalled', any('seconds' in s for s in e.result.get('supervised_stops') or []))
+        if e.result['signalled'] and e.result.get('runs'):
+            _ended(e.result, p, deps, record, began, gone)
         raise
     finally:
         for warning in run.warnings:
             deps.warn(warning)
+    _ended(found, p, deps, record, began, gone)
     found['signalled'] = found['signalled'] or (not deps.check_mode and bool(found['reap']['stopped']))
     found['changed'] = bool(found['supervised_stops']) or found['reap']['changed']
     found['diff'] = found['reap']['diff']
@@ -472,6 +482,15 @@ def _stopped(p, deps, record, run):
         except ActionFailed as e:
             raise ActionFailed(e.msg, dict(found, **e.result))
     return found
+
+
+def _ended(found, p, deps, record, began, gone):
+    """FOUND's runs once the stop is done (_manifest.after_stop)."""
+    starts = dict((s['pid'], s['start']) for s in found.get('servers') or [])
+    found['runs'] = manifests.after_stop(
+        found.get('runs') or [], record, began, deps.wall_clock(),
+        lambda pid: sprocs.alive(deps.procfs, pid, starts.get(pid)), gone,
+        p.get('dump_patterns') or extraction.DUMPS, deps.check_mode, deps.warn)
 
 
 def lock_options():
@@ -722,14 +741,15 @@ def _respawned(server):
 
 def _runs(found, p, deps):
     """The extraction runs of the servers FOUND (a dump directory: the record's for the server it names, else its
-    main process's SGLANG_HS_DUMP_DIR), each with what it has written (_extraction.activity). An active run fails the
-    stop before anything is drained or signalled, naming it, unless cut_active_run is set: then it is cut, and said
-    so (``cut``)."""
+    main process's SGLANG_HS_DUMP_DIR), each with what it has written (_extraction.activity, of the files that
+    dump_patterns names) and ``recorded`` (the record's server's run). An active run fails the stop before anything
+    is drained or signalled, naming it, unless cut_active_run is set: then it is cut, and said so (``cut``)."""
     window = p.get('active_window') or 0
     runs = []
     for server in found['servers']:
         since = None
-        if identified(found['record'], server) and found['record'].get('dump_dir'):
+        recorded = identified(found['record'], server) and bool(found['record'].get('dump_dir'))
+        if recorded:
             path, marker = found['record']['dump_dir'], found['record'].get('marker')
             # what the launch itself made it dump (warm-up, readiness checks, probe) is no work of the run
             since = extraction.epoch(found['record'].get('checked'))
@@ -738,8 +758,9 @@ def _runs(found, p, deps):
             marker = server.get('marker')
         if not path:
             continue
-        run = dict(extraction.activity(path, window, deps.wall_clock(), since=since), pid=server['pid'], marker=marker,
-                   cut=False)
+        run = dict(extraction.activity(path, window, deps.wall_clock(), since=since,
+                                       patterns=p.get('dump_patterns') or extraction.DUMPS),
+                   pid=server['pid'], marker=marker, cut=False, recorded=recorded)
         runs.append(run)
     active = [r for r in runs if r['active']]
     if active and not p.get('cut_active_run'):

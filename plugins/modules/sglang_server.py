@@ -91,7 +91,6 @@ requirements:
   - For V(release) and V(check_args), SGLang importable by O(python).
 extends_documentation_fragment:
   - gpuops.host.attributes
-  - gpuops.host.attributes.ACTIONGROUP_GPU
   - gpuops.host.verify_wait
 attributes:
   check_mode:
@@ -385,6 +384,18 @@ options:
         run was cut.
     type: bool
     default: false
+  dump_patterns:
+    description:
+      - For V(find) with O(drain), and V(stop) - the name patterns (shell-style) of the files under a run directory
+        that count as the run's dumps (RV(runs), the manifest, O(active_window)); every regular file by default. The
+        dumps are counted and sized, never opened. The run's manifest, C(gpuops-manifest.json), is never a dump.
+      - V(stop) completes the manifest of the recorded server's run - written by M(gpuops.host.dump_dir) when the
+        server was proven ready - once the server is stopped, with how it ended (V(drained), or V(cut) with
+        O(cut_active_run)), the time and the final counts, and where the recorded server is found gone while its
+        manifest still says running, as V(crashed). Written as M(gpuops.host.dump_dir) writes it, following no link.
+    type: list
+    elements: str
+    default: ['*']
   disable_supervisors:
     description:
       - For O(stop_supervised), also keep each supervisor from starting its server again - C(systemctl disable UNIT)
@@ -924,15 +935,22 @@ drains:
 runs:
   description:
     - V(find) with O(drain), and V(stop) - the extraction run of each server that has a dump directory, with C(pid),
-      C(marker), C(path), C(exists), C(files) and C(bytes) (the run's dumps), C(gb), C(own) (the readiness check's
-      and the probe's dumps), C(newest) (the last write, seconds since the epoch), C(age) (seconds since it),
-      C(active) (within O(active_window)) and C(cut) (stopped although active, O(cut_active_run)).
+      C(marker), C(path), C(exists), C(files) and C(bytes) (the run's dumps, O(dump_patterns)), C(gb), C(own) (the
+      readiness check's and the probe's dumps), C(newest) (the last write, seconds since the epoch), C(age) (seconds
+      since it), C(active) (within O(active_window)), C(cut) (stopped although active, O(cut_active_run)) and
+      C(recorded) (the run of the server that the record names).
+    - V(stop) only, once the stop is done - C(files), C(bytes), C(gb), C(own) and C(newest) counted again at its end;
+      C(recent) (dumps written within 10 s before the stop, which may be partial); C(ended) - V(drained), V(cut),
+      V(crashed) (the recorded server was found gone, and this run is added), null where the server still runs (a stop
+      that failed); C(manifest) (the path of the manifest completed, the recorded run's only; null in check mode);
+      C(manifest_error) where it could not be written (a warning says so too).
   returned: action is find and drain is true, or stop
   type: list
   elements: dict
   sample: [{pid: 4200, marker: extraction-20261201T000000Z-node1-3f9a2c1b, path: /data/hs_dumps/extraction-20261201T000000Z-node1-3f9a2c1b,
             exists: true, files: 37312, bytes: 924000000000, gb: 924.0, own: 3, newest: 1796000000.5, age: 4.2,
-            active: true, cut: true}]
+            active: true, cut: true, recorded: true, recent: 2, ended: cut,
+            manifest: /data/hs_dumps/extraction-20261201T000000Z-node1-3f9a2c1b/gpuops-manifest.json}]
 undrained:
   description:
     - V(find) with O(drain) - the servers sent nothing, neither drained nor given O(api_key), each with C(pid),
@@ -1133,6 +1151,7 @@ def main():
             settle=dict(type='float', default=2),
             active_window=dict(type='float', default=120),
             cut_active_run=dict(type='bool', default=False),
+            dump_patterns=dict(type='list', elements='str', default=['*']),
             disable_supervisors=dict(type='bool', default=False),
             lock=dict(type='dict', options=lock_options()),
             stopped=dict(type='list', elements='dict', default=[]),

@@ -12,15 +12,23 @@ short_description: Read a node's SGLang servers and whether the recorded one mat
 version_added: 0.3.0
 description:
   - Reads the record of the server that M(gpuops.host.sglang_server) and the C(sglang_launch) role started last
-    (O(record_path)), finds that server by its run marker and identifies it by PID and start time, asks its
-    C(/health), and lists every SGLang server and gateway of the node with its owner, supervisor and listeners.
+    (O(record_path)), finds that server by its run marker and identifies it by PID and start time, and lists every
+    SGLang server and gateway of the node with its owner, supervisor and listeners.
   - With O(config), also reads what makes a running server stale on the node now - the SGLang release that
     O(python) imports (run as O(run_as), isolated, never as root), in a dumping mode the digest of the hidden-state
     dump patch (O(dump_patch)), a container image's ID, and a fingerprint of the model directory (its config and
     index files, and every file's name, size and modification time) - and compares it, field by field, with the
     identity that the record keeps. RV(needs_restart) says whether the server must (re)start to match, and
-    RV(reasons) why, in words. RV(diff) holds the before and after, secrets left out.
-  - Nothing is signalled, started or written.
+    RV(reasons) why, in words. RV(diff) holds the before and after, secrets left out. Where nothing else makes it
+    restart, the recorded server's C(/health) decides - asked only then, since on SGLang C(/health) generates a
+    token, which a patched server in a dumping mode dumps into its run.
+  - With O(extraction), also reads how the recorded hidden-state extraction run goes (RV(extraction)) - its mode,
+    run marker and uptime, the dumps and gigabytes it has written, the rate over the last O(rate_window) seconds by
+    the files' modification times, the free space on the dump volume and the hours until it is full at that rate,
+    the requests in flight and the newest dump's age - from the run directory's file names, sizes and times (the
+    dumps are never opened) and the server's C(/metrics) or C(/v1/loads), without an API key.
+    C(playbooks/extraction_status.yml) prints it for the fleet.
+  - Nothing is signalled, started or written, and no lock is taken.
 author:
   - gpuops maintainers (@gpuops)
 extends_documentation_fragment:
@@ -46,14 +54,12 @@ options:
   config_hash:
     description: The digest by which a record of an earlier release (which keeps no identity) is compared.
     type: str
-  secret_server_args:
-    description: The secret server arguments. Only their digest is compared and returned.
-    type: dict
-    default: {}
-  secret_environment:
-    description: The secret variables of the server's environment. Only their digest is compared and returned.
-    type: dict
-    default: {}
+  secrets_digest:
+    description:
+      - A digest of the server's secret arguments and variables (C(sha256:...)), compared as a field of O(config).
+        The secrets themselves never reach this module - whatever a module takes as a secret, Ansible masks wherever
+        it shows in the result, and the result is what the record keeps.
+    type: str
   environment:
     description: The variables that are no secret, for the interpreter that reads the SGLang release.
     type: dict
@@ -116,9 +122,30 @@ options:
     type: bool
     default: false
   request_timeout:
-    description: Seconds the recorded server has to answer C(/health).
+    description: Seconds the recorded server has to answer C(/health), and with O(extraction) each reading of its requests in flight.
     type: float
     default: 10
+  extraction:
+    description: Also read how the recorded extraction run goes (RV(extraction)).
+    type: bool
+    default: false
+  rate_window:
+    description:
+      - With O(extraction), the seconds over which the rate of the dumps is taken, back from now - by the dumps'
+        modification times; a run proven ready more recently is taken over its own time.
+    type: float
+    default: 600
+  dump_patterns:
+    description:
+      - With O(extraction), the name patterns (shell-style, as C(fnmatch) reads them) of the files under the run
+        directory that count as dumps; every regular file by default. A patch that writes a side file per record
+        (C(hs_<rid>.json) beside C(hs_<rid>.pt)) is counted once per record with the one pattern V(*.pt).
+      - The run's manifest (C(gpuops-manifest.json)) is never a dump, nor are the readiness checks' and the probe's
+        own dumps (C(HEALTH_CHECK), C(gpuops-probe-) in their names) or what was written before the server was proven
+        ready (its warm-up's), which are counted apart.
+    type: list
+    elements: str
+    default: ['*']
 seealso:
   - module: gpuops.host.sglang_server
 """
@@ -132,6 +159,18 @@ EXAMPLES = r"""
 - name: Show the recorded server and why it does not serve
   ansible.builtin.debug:
     msg: "{{ node.server | default('no recorded server', true) }}"
+
+- name: Read how the extraction run goes, counting the .pt dumps only
+  gpuops.host.sglang_server_info:
+    record_path: /var/lib/gpuops/sglang/server.json
+    extraction: true
+    dump_patterns: ["*.pt"]
+  register: node
+
+- name: Stop feeding a run whose dump volume fills within the hour
+  ansible.builtin.debug:
+    msg: "{{ node.extraction.marker }} fills its dump volume in {{ node.extraction.hours_to_full }} h"
+  when: node.extraction.hours_to_full is not none and node.extraction.hours_to_full < 1
 
 - name: Compare the running server with a tuning configuration
   gpuops.host.sglang_server_info:
@@ -160,7 +199,9 @@ record:
   type: dict
   sample: {status: ok, marker: tuning-20261204T101500Z-node1-3f9a2c1b, pid: 4242, url: "http://127.0.0.1:30000"}
 server:
-  description: The recorded server as it runs now (identified by PID and start time), with its C(/health) status; null where it does not run.
+  description:
+    - The recorded server as it runs now (identified by PID and start time); null where it does not run.
+    - C(health) is its C(/health) status where it decided RV(needs_restart), null where it was not asked.
   returned: success
   type: dict
   sample: {pid: 4242, start: 1234567, user: sglang, health: 200}
@@ -184,6 +225,36 @@ gateways:
   returned: success
   type: list
   elements: dict
+extraction:
+  description:
+    - How the recorded extraction run goes, read without touching it.
+    - C(dumping) (the record names a run directory), C(mode), C(marker), C(dump_dir), C(pid) (null where the recorded
+      server does not run).
+    - C(state) - V(running) while the recorded server runs; else how its manifest says the run ended (V(drained),
+      V(cut), V(crashed)); V(down) where the server does not run and no manifest says more (for a dumping run whose
+      manifest still says running, a crash, which the next stop or launch writes into the manifest); V(none) where no
+      launch that passed its checks is recorded.
+    - C(uptime) (seconds since the server was started, while it runs).
+    - C(files), C(bytes), C(gb) (10^9 bytes) - the run's dumps (O(dump_patterns)), written after the server was proven
+      ready; C(own) - the readiness checks', the probe's and the warm-up's dumps, apart; C(newest) (seconds since the
+      epoch) and C(age) (seconds before now) of the newest dump.
+    - C(recent) - the dumps written within the last C(rate_seconds) (O(rate_window), or the run's time since it was
+      proven ready where that is shorter); C(rate_files_per_min) and C(rate_gb_per_hour) over them.
+    - C(free_gb) - free space of the dump volume (C(statvfs) of the dump root, for an unprivileged user);
+      C(hours_to_full) at that rate (null while nothing is written).
+    - C(in_flight) - requests running and queued, from C(/metrics) (V(metrics), with C(--enable-metrics)) or
+      C(/v1/loads) (V(loads)) as C(in_flight_source) says; null, with C(in_flight_error), where it cannot be read (no
+      API key is sent - a server with one answers C(/v1/loads) with 401).
+    - C(manifest) - the path of the run's manifest, null without one. The dump fields are null for a run that dumps
+      nothing.
+  returned: O(extraction) is true
+  type: dict
+  sample: {dumping: true, mode: extraction, marker: extraction-20261204T101500Z-node1-3f9a2c1b, state: running,
+           dump_dir: /data/hs_dumps/extraction-20261204T101500Z-node1-3f9a2c1b, pid: 4242, uptime: 5400.0,
+           files: 12040, bytes: 14087000000000, gb: 14087.0, own: 3, newest: 1796000000.5, age: 1.2, recent: 1330,
+           rate_seconds: 600.0, rate_files_per_min: 133.0, rate_gb_per_hour: 9360.0, free_gb: 3210.5, hours_to_full: 0.34,
+           in_flight: 2, in_flight_source: metrics, in_flight_error: null,
+           manifest: /data/hs_dumps/extraction-20261204T101500Z-node1-3f9a2c1b/gpuops-manifest.json}
 current:
   description: The desired identity and what the node has now (C(sglang), C(dump_patch), C(model), C(image)); the record keeps it after a launch.
   returned: config is set
@@ -225,8 +296,7 @@ def main():
             presets=dict(type='list', elements='str', default=['sglang']),
             config=dict(type='dict'),
             config_hash=dict(type='str'),
-            secret_server_args=dict(type='dict', default={}, no_log=True),
-            secret_environment=dict(type='dict', default={}, no_log=True),
+            secrets_digest=dict(type='str', no_log=False),
             environment=dict(type='dict', default={}),
             python=dict(type='path', default='/usr/bin/python3'),
             pythonpath=dict(type='list', elements='path', default=[]),
@@ -241,14 +311,16 @@ def main():
                                                       pattern=dict(type='str', required=True))),
             restart=dict(type='bool', default=False),
             request_timeout=dict(type='float', default=10),
+            extraction=dict(type='bool', default=False),
+            rate_window=dict(type='float', default=600),
+            dump_patterns=dict(type='list', elements='str', default=['*']),
         ),
         supports_check_mode=True,
     )
-    # Values of under 4 characters (SPT_NOENV=1) are masked nowhere: masking them would garble the command line that
-    # the record keeps.
-    module.no_log_values.difference_update([v for v in module.no_log_values if len(v) < 4])
     if not module.params['request_timeout'] > 0:
         module.fail_json(msg='request_timeout must be more than 0, got %r' % module.params['request_timeout'])
+    if not 0 < module.params['rate_window'] < float('inf'):
+        module.fail_json(msg='rate_window must be a number of seconds more than 0, got %r' % module.params['rate_window'])
 
     def run(argv, environ):
         return module.run_command(argv, environ_update=environ)

@@ -140,7 +140,7 @@ def test_an_extraction_server_launched_in_a_container_passes_every_check_and_sho
 
     again = fleet.playbook("restart_extraction.yml", "-e", extra)
     assert again.rc == 0, again.output[-5000:]
-    assert node.record()["pid"] == record["pid"] and engine.inspect(record["container"])["State"]["Status"] == "running"
+    assert node.record()["pid"] == record["pid"] and engine.inspect(record["container"])["State"]["Status"] == "running", again.summary()
     assert "unchanged" in again.summary()
 
     stop = fleet.playbook("stop_sglang.yml", "-e", extra)

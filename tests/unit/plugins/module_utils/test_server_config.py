@@ -20,7 +20,7 @@ ARGV = [PY, '-m', 'sglang.launch_server', '--model-path', '/models/m', '--mem-fr
 
 def identity(**changes):
     base = {'mode': 'serving', 'argv': list(ARGV), 'environment': {'CUDA_VISIBLE_DEVICES': '0,1'},
-            'secrets': config.secrets_digest({'env:HF_TOKEN': 'hf_abc'}), 'supervisor': 'process', 'unit': None,
+            'secrets': 'sha256:0a1b', 'supervisor': 'process', 'unit': None,
             'container': None, 'user': 'sglang', 'group': 1001, 'dumps': None, 'run_name': '',
             'sglang': '0.5.23', 'model': {'path': '/models/m', 'files': {'config.json': [10, 1], 'w.safetensors': [99, 2]},
                                           'content': {'config.json': 'aa'}}}
@@ -52,18 +52,12 @@ def test_the_same_identity_has_no_change():
     ({'argv': ARGV[:-1]}, 'command line: --enable-metrics removed'),
     ({'argv': ARGV + ['--cuda-graph-max-bs-decode', '160']}, 'command line: --cuda-graph-max-bs-decode added (160)'),
     ({'environment': {'CUDA_VISIBLE_DEVICES': '2,3'}}, 'environment: CUDA_VISIBLE_DEVICES 0,1 -> 2,3'),
-    ({'secrets': config.secrets_digest({'env:HF_TOKEN': 'hf_new'})}, 'secret arguments or variables: changed'),
+    ({'secrets': 'sha256:9f8e'}, 'secret arguments or variables: changed'),
     ({'supervisor': 'systemd'}, 'supervisor: process -> systemd'),
     ({'sglang': '0.5.24'}, 'SGLang release: 0.5.23 -> 0.5.24'),
 ])
 def test_each_field_s_change_is_said_in_words(changes, expected):
     assert words(identity(), identity(**changes)) == [expected]
-
-
-def test_the_secret_digest_names_no_secret():
-    digest = config.secrets_digest({'env:HF_TOKEN': 'hf_abc'})
-    assert 'hf_abc' not in digest and digest != config.secrets_digest({'env:HF_TOKEN': 'hf_abd'})
-    assert words(identity(), identity(secrets=config.secrets_digest({}))) == ['secret arguments or variables: changed']
 
 
 def test_a_field_the_record_lacks_counts_only_when_it_is_configured():
@@ -167,3 +161,39 @@ RECORD = {'status': 'ok', 'pid': 42, 'marker': 'serving-x', 'config_hash': 'h1'}
 def test_the_plan_restarts_for_every_reason_and_only_then(record, down, before, restart, hash_, expected):
     needs, reasons, dummy = server_info.plan(record, down, before, identity(), restart, hash_)
     assert (needs, reasons) == expected
+
+
+class HealthCounter:
+    def __init__(self, answer):
+        self.answer, self.asked = answer, 0
+
+    def __call__(self, record, p, deps):
+        self.asked += 1
+        return self.answer
+
+
+@pytest.mark.parametrize('desired, restart, answer, asked, expected', [
+    # nothing else differs: /health decides
+    (identity(), False, (200, None), 1, (False, [])),
+    (identity(), False, (503, 'HTTP 503'), 1,
+     (True, ['the recorded server (pid 42) does not answer /health: HTTP 503'])),
+    # a change or a restart decides alone: /health, which an extraction server answers with a dump, is not asked
+    (identity(mode='tuning'), False, (200, None), 0, (True, ['mode: serving -> tuning'])),
+    (identity(), True, (200, None), 0, (True, ['a restart was asked for (restart)'])),
+])
+def test_health_is_asked_only_where_it_decides_the_plan(monkeypatch, desired, restart, answer, asked, expected):
+    record = dict(RECORD, start=7, url='http://127.0.0.1:1', identity=identity())
+    server = {'pid': 42, 'start': 7, 'user': 'sglang', 'cmdline': [], 'supervisor': None}
+    monkeypatch.setattr(server_info.sglang, '_record', lambda p: record)
+    monkeypatch.setattr(server_info.sglang, 'find', lambda p, deps, record=None: {
+        'servers': [server], 'elsewhere': [], 'others': [], 'gateways': [], 'recorded': server})
+    observed = dict((k, v) for k, v in desired.items() if k in config.OBSERVED)
+    monkeypatch.setattr(server_info, 'observe', lambda p, deps: observed)
+    health = HealthCounter(answer)
+    monkeypatch.setattr(server_info, '_health', health)
+    config_ = dict((k, v) for k, v in desired.items() if k not in config.OBSERVED and k != 'secrets')
+    p = {'record_path': '/x/server.json', 'config': config_, 'restart': restart, 'config_hash': None,
+         'secrets_digest': desired['secrets']}
+    result = server_info.info(p, deps=None)
+    assert (result['needs_restart'], result['reasons']) == expected
+    assert health.asked == asked
