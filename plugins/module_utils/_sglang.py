@@ -301,8 +301,10 @@ def release(p, deps):
         found = {}
     if rc != 0 or not found.get('release'):
         redact = _redactor(p)
-        raise ActionFailed('cannot read the installed SGLang release with %s: %s'
-                           % (p['python'], sargs.parser_message(err, redact)), {'rc': rc})
+        # the program's first step is the import: a failure is the import's, worded as check_args words it
+        what = ('%s cannot import sglang (exit %d)' % (p['python'], rc) if rc != 0
+                else 'cannot read the installed SGLang release with %s' % p['python'])
+        raise ActionFailed('%s: %s' % (what, sargs.parser_message(err, redact)), {'rc': rc})
     return {'release': found['release'], 'package': found.get('package')}
 
 
