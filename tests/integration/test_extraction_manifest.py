@@ -14,6 +14,7 @@ import datetime
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -172,6 +173,8 @@ def test_the_manifest_is_written_when_the_server_is_ready_and_completed_by_the_s
     assert before - 1 <= epoch(m["end"]) <= time.time() and epoch(m["written"]) == epoch(m["end"])
     assert ("The extraction run %s of the SGLang server %d ended drained: %s holds %d dumps"
             % (extracting["marker"], extracting["pid"], dump_dir, count)) in run.words(), run.output
+    # the fleet's table says what the stop left: its dumps, gigabytes and how the run ended
+    assert re.search(r'"node1 +ok +.* %d / 0\.0 GB drained"' % count, run.summary()), run.summary()
 
 
 def test_a_stop_that_cuts_an_active_run_says_so_in_the_manifest(node, fleet, extracting):
@@ -191,6 +194,7 @@ def test_a_stop_that_cuts_an_active_run_says_so_in_the_manifest(node, fleet, ext
     assert m["counts"]["recent"] >= 1                       # fed until the stop: its last records may be partial
     assert ("The extraction run %s of the SGLang server %d ended cut: %s holds %d dumps"
             % (extracting["marker"], extracting["pid"], extracting["dump_dir"], count)) in run.words(), run.output
+    assert re.search(r'"node1 +ok +.* %d / 0\.0 GB cut"' % count, run.summary()), run.summary()
 
 
 def test_a_server_killed_behind_the_collection_s_back_is_recorded_as_crashed_by_the_next_launch(
