@@ -1,15 +1,13 @@
 # Copyright: (c) 2026, gpuops maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""What a node runs after a failed launch, and the message that says so: every branch, on plain values, and through
-the filter plugin the sglang_launch role calls."""
+"""What a node runs after a failed launch, and the message that says so: every branch, on plain values (the filter
+plugin that the sglang_launch role calls: tests/unit/plugins/filter/test_launch_failure.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible.errors import AnsibleFilterError
-from ansible_collections.gpuops.host.plugins.filter.launch_failure import launch_failure
 from ansible_collections.gpuops.host.plugins.module_utils import _lifecycle as lifecycle
 
 FAILED = 'the server did not answer ready within 600 s.'
@@ -57,13 +55,3 @@ def test_the_log_tail_is_masked_and_left_out_where_the_failure_carries_it():
                                  '(secrets masked): server_args=ServerArgs(api_key=********)\nTraceback')
     # a failure that quotes the log's lines itself
     assert 'Last 50' not in lifecycle.failure_report('crashed; last 20 lines of x: ...', **facts)['message']
-
-
-def test_the_filter_takes_the_role_s_facts_as_they_come():
-    report = launch_failure({'failure': FAILED, 'old_stopped': 'True', 'left_pids': [], 'new_started': 'false',
-                             'marker': 'm', 'rollback': None, 'rollback_enabled': False, 'stop_failure': None,
-                             'tail': [], 'tail_lines': 50, 'log': '/x', 'redact': 'zz', 'record_marker': None})
-    assert report == {'server': 'none', 'message': FAILED + ' This node now runs NO SGLang server: its old server '
-                      'was stopped and the new one (m) failed.'}
-    with pytest.raises(AnsibleFilterError, match='failure and old_stopped'):
-        launch_failure({'failure': FAILED})
