@@ -187,18 +187,24 @@ def _field_changes(field, before, after):
     return ['%s -> %s' % (_value(before), _value(after))]
 
 
+def _unknown(value):
+    return value is None or (isinstance(value, dict) and bool(value.get('missing')))
+
+
 def compare(before, after):
     """What differs between the identity BEFORE (the running server's, as recorded) and AFTER (the desired one and
     what the node has now): a list of ``{'field', 'words'}``, in FIELDS' order. A field that BEFORE lacks and that
-    is read on the node (OBSERVED) counts as unchanged: an earlier release did not record it."""
+    is read on the node (OBSERVED) counts as unchanged where BEFORE lacks it or could not read it: an earlier release
+    did not record it, a hub model not yet in the cache was downloaded by the server's start."""
     changes = []
     for field, words in FIELDS:
         if field not in after:
             continue
-        if field not in before:
-            if field in OBSERVED:
-                continue
-        elif before[field] == after[field]:
+        if field in OBSERVED and (field not in before or _unknown(before[field])):
+            # read on the node, but not then: an earlier release's record, a hub model downloaded at the start, an
+            # image pulled by the run
+            continue
+        if field in before and before[field] == after[field]:
             continue
         detail = _field_changes(field, before.get(field), after[field]) if field in before else ['not recorded']
         changes.append({'field': field, 'words': '%s: %s' % (words, _named(detail) or 'changed')})

@@ -69,6 +69,16 @@ def test_a_field_the_record_lacks_counts_only_when_it_is_configured():
     assert words(before, identity()) == ['mode: not recorded']
 
 
+def test_what_the_launch_could_not_read_on_the_node_counts_as_unchanged():
+    # a hub model that the server's start downloaded, an image that its run pulled: no restart for that alone
+    model = {'path': 'org/name', 'missing': 'not in the cache under /root/.cache/huggingface'}
+    assert words(identity(model=model, image=None), identity(image='sha256:ab')) == []
+    # what could be read then and not now is said
+    gone = {'path': '/models/m', 'missing': 'No such file or directory'}
+    assert words(identity(), identity(model=gone)) == [
+        'model files: /models/m is not readable now (No such file or directory)']
+
+
 def test_a_new_weight_file_a_resized_one_and_a_rewritten_one_are_named(tmp_path):
     d = model(tmp_path, shards=3)
     before = config.model_fingerprint(str(d))
