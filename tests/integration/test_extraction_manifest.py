@@ -192,7 +192,7 @@ def test_a_stop_that_cuts_an_active_run_says_so_in_the_manifest(node, fleet, ext
     # what the run left on disk, which holds every answered record's dumps.
     fed = [rid for rid, status in results if status == 200]
     sent = [os.path.join(extracting["dump_dir"], "hs_%s.%s" % (rid, ext))
-            for rid, _ in results for ext in ("pt", "json")]
+            for rid, status in results for ext in ("pt", "json")]
     dumped = [path for path in sent if os.path.exists(path)]
     count, size = len(dumped), sum(os.path.getsize(p) for p in dumped)
     assert fed and count >= records(extracting["dump_dir"], fed)[0], results
