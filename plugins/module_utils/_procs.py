@@ -231,6 +231,15 @@ class ProcFS:
     def _path(self, pid, *parts):
         return os.path.join(self.root, str(pid), *parts)
 
+    def age(self, start):
+        """Seconds since a process started, from its START (clock ticks since boot, Proc.start); None where the uptime
+        cannot be read."""
+        try:
+            uptime = float(_read(os.path.join(self.root, 'uptime')).split()[0])
+        except (IOError, OSError, ValueError, IndexError):
+            return None
+        return max(uptime - start / float(os.sysconf('SC_CLK_TCK')), 0.0)
+
     def stat(self, pid):
         """A Proc with stat fields only, or None when the PID does not exist."""
         try:

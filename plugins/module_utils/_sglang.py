@@ -26,6 +26,8 @@ from ansible_collections.gpuops.host.plugins.module_utils import _sglang_args as
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang_http as shttp
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang_procs as sprocs
 from ansible_collections.gpuops.host.plugins.module_utils import _supervisor as supervisors
+from ansible_collections.gpuops.host.plugins.module_utils import _checks as checks
+from ansible_collections.gpuops.host.plugins.module_utils import _record as records
 from ansible_collections.gpuops.host.plugins.module_utils import _extraction as extraction
 from ansible_collections.gpuops.host.plugins.module_utils import _lock as locks
 from ansible_collections.gpuops.host.plugins.module_utils import _manifest as manifests
@@ -55,8 +57,10 @@ class ActionFailed(Exception):
 
 class Deps:
     def __init__(self, procfs, run, opener=None, clock=time.monotonic, sleep=time.sleep, tmpdir=None,
-                 check_mode=False, warn=None, self_pids=(), reaping=None, wall_clock=time.time):
+                 check_mode=False, warn=None, self_pids=(), reaping=None, wall_clock=time.time, open_nvml=None):
         self.procfs = procfs
+        # open_nvml() -> a context manager giving an open _nvml.Nvml (the post-check of GPU occupancy)
+        self.open_nvml = open_nvml
         # the wall clock, which file times are on (the extraction runs' last writes)
         self.wall_clock = wall_clock
         self.run = run
@@ -1014,8 +1018,20 @@ def ready(p, deps):
         result['listener'] = tie
     if result['ready'] and (tie is None or tie['tied']):
         if pid:
-            # who the server is, beyond its PID (which the kernel reuses): for the record
-            result.update(start=start, user=deps.procfs.owner(pid))
+            # who the server is, beyond its PID (which the kernel reuses): for the record; how long it took to load
+            age = deps.procfs.age(start)
+            result.update(start=start, user=deps.procfs.owner(pid),
+                          seconds_to_ready=round(age if age is not None else result['seconds'], 1))
+        if p.get('checks') is not None:
+            began = deps.clock()
+            result['checks'] = post_checks(p, deps, pid, p['checks'], result)
+            result['checks_seconds'] = round(deps.clock() - began, 2)
+        if p.get('record') is not None and pid:
+            try:
+                result['recorded'] = records.commit(p['record'], result, deps.wall_clock())
+            except records.RecordError as e:
+                raise ActionFailed('the SGLang server %d passed its checks but cannot be recorded: %s' % (pid, e),
+                                   dict(result, ready=True, check='record'))
         return result
     result['log_tail'] = sprocs.log_tail(p.get('log_path'), p['log_lines'], redact)
     if tie is not None and (tie['strangers'] or (result['ready'] and not tie['tied'])):
@@ -1090,6 +1106,50 @@ def check_info(p, deps):
                                              json.dumps(m['expected'])) for m in mismatches]
         raise ActionFailed('/server_info does not report the requested values: %s' % '; '.join(shown), result)
     return result
+
+
+def post_checks(p, deps, pid, options, ready_result=None):
+    """The checks of the SGLang server PID once it answers ready, in order, each on the server's own listener: with
+    OPTIONS['dump_dir'], the dump directory in the environment of the main process and every scheduler (one per GPU),
+    then a probe request whose own dump must appear there; with OPTIONS['expected_info'], /server_info against the
+    values the installed parser stored; then NVML, which must show every GPU of OPTIONS['gpus'] in use. A dict of what
+    each check found; ActionFailed at the first that fails, its result saying which (check) and that the server answered
+    ready (ready, pid): the caller stops it."""
+    done = {}
+    base = dict(p, api_key=options.get('api_key') or None, pid=pid)
+
+    def failed(name, error):
+        result = dict(ready_result or {})
+        result.update(error.result)
+        result.update(ready=True, pid=pid, check=name, checks=done)
+        raise ActionFailed(error.msg, result)
+
+    steps = []
+    if options.get('dump_dir'):
+        steps.append(('environ', check_environ, dict(base, environ={'SGLANG_HS_DUMP_DIR': options['dump_dir']},
+                                                     schedulers=max(len(options.get('gpus') or ()), 1))))
+        steps.append(('probe', probe, dict(base, dump_dir=options['dump_dir'], timeout=options['probe_timeout'],
+                                           interval=0.5, rid=None,
+                                           prompt=options.get('prompt') or p.get('prompt'))))
+    if options.get('expected_info') is not None:
+        steps.append(('info', check_info, dict(base, expect=options['expected_info'], request_timeout=30)))
+    for name, step, params in steps:
+        try:
+            done[name] = step(params, deps)
+        except ActionFailed as e:
+            failed(name, e)
+    gpus = options.get('gpus') or []
+    report = error = None
+    try:
+        report = checks.read(options, deps.open_nvml, deps.warn)
+    except checks.Unreadable as e:
+        error = str(e)
+    why = checks.occupancy_failure(gpus, report, error, options.get('min_used_mib') or checks.MIN_USED_MIB)
+    done['gpus'] = {'gpus': gpus, 'idle': checks.idle(report, gpus, options.get('min_used_mib') or checks.MIN_USED_MIB),
+                    'error': error}
+    if why:
+        failed('gpus', ActionFailed(why, {}))
+    return done
 
 
 _PERFORM = {'find': find, 'release': release, 'render': render, 'check_args': check_args, 'drain': drain,

@@ -548,6 +548,92 @@ options:
     description: For V(check_info), the values C(/server_info) must report, by name (RV(expected_info) of V(check_args)).
     type: dict
     default: {}
+  checks:
+    description:
+      - For V(ready), the checks that a server which answers ready must pass before it counts as ready, in this
+        order, each sent only to the server's own listener; the first that fails fails the action, with RV(check)
+        naming it and RV(pid) the server (which the caller stops).
+      - With O(checks.dump_dir), the dump directory in the environment of the main process and of every scheduler
+        (one per GPU of O(checks.gpus)), then a probe request whose own hidden-state dump must appear there.
+      - With O(checks.expected_info), C(/server_info) against those values.
+      - Then NVML must show every GPU of O(checks.gpus) with at least O(checks.min_used_mib) in use (a server that
+        came up on other GPUs answers ready all the same).
+      - Unset, V(ready) only waits.
+    type: dict
+    suboptions:
+      dump_dir:
+        description: The run directory the server dumps into; unset, nothing is checked of dumps.
+        type: path
+      prompt:
+        description: The probe's prompt; unset, O(prompt).
+        type: str
+      probe_timeout:
+        description: Seconds to wait for the probe's answer and its dump.
+        type: float
+        default: 60
+      expected_info:
+        description: The values C(/server_info) must report, by name (RV(expected_info) of V(check_args)); unset, not checked.
+        type: dict
+      api_key:
+        description: The server's API key; unset, the key of the server's own command line or C(--config) file, if any.
+        type: str
+      gpus:
+        description: The GPUs (indices) the server should occupy.
+        type: list
+        elements: int
+        default: []
+      min_used_mib:
+        description: Memory in use (MiB) below which a GPU counts as one the server does not occupy.
+        type: int
+        default: 1024
+      expected_count:
+        description: The number of GPUs NVML must show, as O(gpuops.host.gpu_verify#module:expected_count).
+        type: int
+      v1_reserved_mib:
+        description: As O(gpuops.host.gpu_verify#module:v1_reserved_mib), for a driver without the v2 memory call.
+        type: int
+  record:
+    description:
+      - For V(ready), with O(pid) or O(main_process_of) - once the server passed every check of O(checks), record it -
+        the node's record at O(record.path) (JSON, 0640, written beside its name and renamed over it), the manifest of
+        its extraction run where the record names a run directory (a manifest that cannot be written is said in
+        RV(recorded), and does not fail the server), a line of the run history, and the removal of older run
+        directories. A record that cannot be written fails the action, with RV(check) V(record).
+      - Unset, nothing is written.
+    type: dict
+    suboptions:
+      path:
+        description: The record, C(server.json) in the state directory.
+        type: path
+        required: true
+      fields:
+        description: What the record holds beside who the server is (C(pid), C(start), C(owner)) and C(checked).
+        type: dict
+        required: true
+      dump_patterns:
+        description: What the manifest counts as dumps (shell-style name patterns); unset, every regular file.
+        type: list
+        elements: str
+      history:
+        description: The run history (JSON lines, 0640) that gets O(record.entry); unset, none is written.
+        type: path
+      entry:
+        description: The line of the run history, to which C(pid), C(seconds_to_ready) and C(finished) are added.
+        type: dict
+        default: {}
+      runs_dir:
+        description: The directory of the runs' secret files, whose entries but O(record.keep) are removed.
+        type: path
+      keep:
+        description: The run directories under O(record.runs_dir) to keep.
+        type: list
+        elements: path
+        default: []
+      remove:
+        description: Files to remove once the server is recorded.
+        type: list
+        elements: path
+        default: []
 notes:
   - SGLang's C(--config) reader requires a C(.yaml) or C(.yml) file name.
   - The supported releases are 0.5.14 and 0.5.23; both derive every flag from the C(ServerArgs) field of the
@@ -1091,6 +1177,34 @@ dumps:
   type: list
   elements: str
   sample: [/data/hs_dumps/run-42/gpuops-probe-4242-1767225600000.pt]
+seconds_to_ready:
+  description: V(ready) with O(pid) or O(main_process_of), once ready - seconds from the server process's start until it answered ready.
+  returned: action is ready, the server has a main process, and it is ready
+  type: float
+  sample: 41.3
+recorded:
+  description: V(ready) with O(record) - what was written (C(record), C(manifest), C(manifest_error), C(removed)).
+  returned: action is ready, record is set, and the server passed its checks
+  type: dict
+  sample: {"record": {"status": "ok", "marker": "extraction-20260101T000000Z-node1-3f9a2c"}, "manifest": null,
+           "manifest_error": null, "removed": []}
+checks_seconds:
+  description: V(ready) with O(checks) - seconds the checks took, after the server answered ready.
+  returned: action is ready, checks is set, and every check passed
+  type: float
+  sample: 3.1
+checks:
+  description:
+    - V(ready) with O(checks) - what each check found, by name (V(environ), V(probe), V(info), V(gpus)); in a failure,
+      those that passed.
+  returned: action is ready and checks is set
+  type: dict
+  sample: {"gpus": {"gpus": [0, 1], "idle": [], "error": null}}
+check:
+  description: V(ready) - the check of O(checks) that failed.
+  returned: failure of a check of ready
+  type: str
+  sample: gpus
 mismatches:
   description: V(check_info) - names whose reported value differs (name, expected, reported, missing).
   returned: action is check_info
@@ -1103,7 +1217,8 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuops.host.plugins.module_utils._nvml import PYNVML_IMPORT_ERROR
+from ansible_collections.gpuops.host.plugins.module_utils._checks import Unreadable
+from ansible_collections.gpuops.host.plugins.module_utils._nvml import HAS_PYNVML, PYNVML_IMPORT_ERROR, Nvml
 from ansible_collections.gpuops.host.plugins.module_utils._procs import ProcFS
 from ansible_collections.gpuops.host.plugins.module_utils._reap import MissingLibrary, Run
 from ansible_collections.gpuops.host.plugins.module_utils._reap_options import argument_spec as reap_argument_spec
@@ -1177,6 +1292,25 @@ def main():
             prompt=dict(type='str', default='The hidden states of this prompt are dumped to check the extraction run.'),
             dump_dir=dict(type='path'),
             expect=dict(type='dict', default={}),
+            checks=dict(type='dict', options=dict(
+                dump_dir=dict(type='path'),
+                prompt=dict(type='str'),
+                probe_timeout=dict(type='float', default=60),
+                expected_info=dict(type='dict'),
+                api_key=dict(type='str', no_log=True),
+                gpus=dict(type='list', elements='int', default=[]),
+                min_used_mib=dict(type='int', default=1024),
+                expected_count=dict(type='int'),
+                v1_reserved_mib=dict(type='int'))),
+            record=dict(type='dict', options=dict(
+                path=dict(type='path', required=True),
+                fields=dict(type='dict', required=True),
+                dump_patterns=dict(type='list', elements='str'),
+                history=dict(type='path'),
+                entry=dict(type='dict', default={}),
+                runs_dir=dict(type='path'),
+                keep=dict(type='list', elements='path', default=[]),
+                remove=dict(type='list', elements='path', default=[]))),
         ),
         mutually_exclusive=[('pid', 'main_process_of')],
         required_if=[('action', a, ('url',)) for a in ('drain', 'ready', 'probe', 'check_info')]
@@ -1194,9 +1328,15 @@ def main():
     def run(argv, environ):
         return module.run_command(argv, environ_update=environ)
 
+    def open_nvml():
+        if not HAS_PYNVML:
+            raise Unreadable(missing_required_lib('nvidia-ml-py'))
+        return Nvml()
+
     procfs = ProcFS()
     deps = Deps(procfs, run, tmpdir=module.tmpdir, check_mode=module.check_mode, warn=module.warn,
-                self_pids=(os.getpid(), os.getppid()), reaping=lambda params: Run(params, procfs, os.getpid()))
+                self_pids=(os.getpid(), os.getppid()), reaping=lambda params: Run(params, procfs, os.getpid()),
+                open_nvml=open_nvml)
     try:
         result = perform(p, deps)
     except MissingLibrary as e:
