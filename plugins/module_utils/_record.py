@@ -43,18 +43,18 @@ def iso(seconds, timespec='seconds'):
         timespec=timespec)
 
 
-def write_json(path, value):
-    """VALUE as indented JSON at PATH (MODE, root's): written to a new file beside it, then renamed over it."""
+def replace_file(path, content, mode=MODE):
+    """CONTENT (text) at PATH, of MODE, root's: written to a new file beside it, then renamed over it, so that a link
+    or a file at PATH is replaced, never followed or written through."""
     tmp = '%s.%d.tmp' % (path, os.getpid())
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, MODE)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     except OSError as e:
         raise RecordError('cannot write %s: %s' % (path, e.strerror))
     try:
         with os.fdopen(fd, 'w') as f:
-            os.fchmod(f.fileno(), MODE)
-            json.dump(value, f, indent=4, sort_keys=True)
-            f.write('\n')
+            os.fchmod(f.fileno(), mode)
+            f.write(content)
             f.flush()
             os.fsync(f.fileno())
         os.rename(tmp, path)
@@ -64,6 +64,11 @@ def write_json(path, value):
         except OSError:
             pass
         raise RecordError('cannot write %s: %s' % (path, e.strerror))
+
+
+def write_json(path, value):
+    """VALUE as indented JSON at PATH (MODE, root's), as replace_file writes it."""
+    replace_file(path, json.dumps(value, indent=4, sort_keys=True) + '\n')
 
 
 def append_line(path, value):
@@ -102,7 +107,7 @@ def prune(runs_dir, keep):
 
 def commit(options, server, now):
     """Record the server that passed its checks, as OPTIONS say: ``path`` (the record), ``fields`` (what the record
-    holds beside SERVER's ``pid``, ``start`` and ``owner``), ``dump_patterns`` (what the manifest counts),
+    holds beside SERVER's ``pid``, ``start``, ``owner`` and, where it was started by this call, ``started``), ``dump_patterns`` (what the manifest counts),
     ``history`` and ``entry`` (the run history and its line, given ``pid``, ``seconds_to_ready`` and ``finished``),
     ``runs_dir`` and ``keep`` (older run directories to remove), ``remove`` (files to remove). NOW: the wall clock.
     What was written: ``record``, ``manifest`` (its summary, or None), ``manifest_error``, ``removed``."""
@@ -111,6 +116,8 @@ def commit(options, server, now):
     # checks', the probe's dumps) is no work of the run (_extraction.scan's since), however fast the server came up.
     record.update(pid=server['pid'], start=server.get('start'), owner=server.get('user'),
                   checked=iso(now, 'milliseconds'))
+    if server.get('started') is not None:
+        record['started'] = server['started']
     write_json(options['path'], record)
     out = {'record': record, 'manifest': None, 'manifest_error': None, 'removed': []}
     if record.get('dump_dir'):

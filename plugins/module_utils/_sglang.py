@@ -28,6 +28,7 @@ from ansible_collections.gpuops.host.plugins.module_utils import _sglang_procs a
 from ansible_collections.gpuops.host.plugins.module_utils import _supervisor as supervisors
 from ansible_collections.gpuops.host.plugins.module_utils import _checks as checks
 from ansible_collections.gpuops.host.plugins.module_utils import _record as records
+from ansible_collections.gpuops.host.plugins.module_utils import _start as starts
 from ansible_collections.gpuops.host.plugins.module_utils import _extraction as extraction
 from ansible_collections.gpuops.host.plugins.module_utils import _lock as locks
 from ansible_collections.gpuops.host.plugins.module_utils import _manifest as manifests
@@ -998,6 +999,28 @@ def _main_process(p, deps):
 
 
 def ready(p, deps):
+    """With P['start'], start the server first (_start), then wait until it answers ready (_ready); what the start
+    did (its wall-clock moment, ``started``; ``unit_written``) is in the result, in a failure too."""
+    started = {}
+    if p.get('start') is not None:
+        started['started'] = int(deps.wall_clock())
+        try:
+            started.update(starts.start(p['start'], deps.run))
+        except starts.StartFailed as e:
+            failure = dict(e.result, ready=False, died=True, pid=None, log_tail=[], started=started['started'])
+            raise ActionFailed(_redactor(p)(e.msg), failure)
+        p = dict(p, pid=started.get('pid'), main_process_of=started.get('main_process_of'))
+    kept = dict((k, v) for k, v in started.items() if k in ('started', 'unit_written'))
+    try:
+        result = _ready(p, deps, kept)
+    except ActionFailed as e:
+        e.result.update(kept)
+        raise
+    result.update(kept)
+    return result
+
+
+def _ready(p, deps, started=None):
     client = _client(p, deps)
     redact = _redactor(p)
     pid = p.get('pid') or (_main_process(p, deps) if p.get('main_process_of') else None)
@@ -1028,7 +1051,7 @@ def ready(p, deps):
             result['checks_seconds'] = round(deps.clock() - began, 2)
         if p.get('record') is not None and pid:
             try:
-                result['recorded'] = records.commit(p['record'], result, deps.wall_clock())
+                result['recorded'] = records.commit(p['record'], dict(result, **(started or {})), deps.wall_clock())
             except records.RecordError as e:
                 raise ActionFailed('the SGLang server %d passed its checks but cannot be recorded: %s' % (pid, e),
                                    dict(result, ready=True, check='record'))

@@ -592,9 +592,56 @@ options:
       v1_reserved_mib:
         description: As O(gpuops.host.gpu_verify#module:v1_reserved_mib), for a driver without the v2 memory call.
         type: int
+  start:
+    description:
+      - For V(ready), instead of O(pid) or O(main_process_of) - start the server first, then wait for it, as the
+        caller rendered its start.
+      - A start that fails fails the action, with RV(died) and the command's own words; RV(unit_written) says whether
+        a unit file was written.
+    type: dict
+    suboptions:
+      kind:
+        description:
+          - How the server runs. V(process) - O(start.argv) starts it detached and prints its PID last; V(systemd) -
+            the unit O(start.unit) is written and restarted; V(docker), V(podman) - O(start.argv) runs the container
+            O(start.container).
+        type: str
+        required: true
+        choices: [process, systemd, docker, podman]
+      argv:
+        description: The command that starts the process or runs the container, run without a shell of the module's own.
+        type: list
+        elements: str
+        default: []
+      container:
+        description: The container's name, whose main process is the server.
+        type: str
+      unit:
+        description: The unit, for V(systemd).
+        type: dict
+        suboptions:
+          name:
+            description: Its name, C(NAME.service).
+            type: str
+            required: true
+          path:
+            description: Its file, written beside its name and renamed over it (mode 0644).
+            type: path
+            required: true
+          content:
+            description: The file's content.
+            type: str
+            required: true
+          enable:
+            description: Whether the unit is enabled (C(WantedBy=) in its content).
+            type: bool
+            default: false
+          migrate:
+            description: An earlier release's unit (C(name), C(path)) to stop, disable and remove first, where its file is there.
+            type: dict
   record:
     description:
-      - For V(ready), with O(pid) or O(main_process_of) - once the server passed every check of O(checks), record it -
+      - For V(ready), with O(pid), O(main_process_of) or O(start) - once the server passed every check of O(checks), record it -
         the node's record at O(record.path) (JSON, 0640, written beside its name and renamed over it), the manifest of
         its extraction run where the record names a run directory (a manifest that cannot be written is said in
         RV(recorded), and does not fail the server), a line of the run history, and the removal of older run
@@ -1188,6 +1235,16 @@ recorded:
   type: dict
   sample: {"record": {"status": "ok", "marker": "extraction-20260101T000000Z-node1-3f9a2c"}, "manifest": null,
            "manifest_error": null, "removed": []}
+started:
+  description: V(ready) with O(start) - when the start began, in seconds since the epoch (the record's C(started)).
+  returned: action is ready and start is set
+  type: int
+  sample: 1767225600
+unit_written:
+  description: V(ready) with O(start) of a unit - whether its unit file was written (then its secret files stay, which it names).
+  returned: action is ready and start.kind is systemd, once the unit file was written
+  type: bool
+  sample: true
 checks_seconds:
   description: V(ready) with O(checks) - seconds the checks took, after the server answered ready.
   returned: action is ready, checks is set, and every check passed
@@ -1302,6 +1359,16 @@ def main():
                 min_used_mib=dict(type='int', default=1024),
                 expected_count=dict(type='int'),
                 v1_reserved_mib=dict(type='int'))),
+            start=dict(type='dict', options=dict(
+                kind=dict(type='str', required=True, choices=['process', 'systemd', 'docker', 'podman']),
+                argv=dict(type='list', elements='str', default=[]),
+                container=dict(type='str'),
+                unit=dict(type='dict', options=dict(
+                    name=dict(type='str', required=True),
+                    path=dict(type='path', required=True),
+                    content=dict(type='str', required=True),
+                    enable=dict(type='bool', default=False),
+                    migrate=dict(type='dict'))))),
             record=dict(type='dict', options=dict(
                 path=dict(type='path', required=True),
                 fields=dict(type='dict', required=True),
@@ -1312,7 +1379,7 @@ def main():
                 keep=dict(type='list', elements='path', default=[]),
                 remove=dict(type='list', elements='path', default=[]))),
         ),
-        mutually_exclusive=[('pid', 'main_process_of')],
+        mutually_exclusive=[('pid', 'main_process_of', 'start')],
         required_if=[('action', a, ('url',)) for a in ('drain', 'ready', 'probe', 'check_info')]
         + [('action', 'check_environ', ('pid',)), ('config_file', True, ('config_path',))],
         supports_check_mode=True,

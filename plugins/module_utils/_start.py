@@ -1,0 +1,96 @@
+# Copyright: (c) 2026, gpuops maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Starting a server under its supervisor, as the caller rendered it: a process in its own session (the starting
+shell prints its PID), a systemd unit (its file written, then restarted), or a container (the engine's ``run``).
+
+What the start returns names what the readiness wait then reads: ``pid`` for a process; ``main_process_of`` for a
+unit or a container, whose main process becomes the server once it is there. Every helper program is the caller's
+argv, run without a shell of this module's own; the unit file is written beside its name and renamed over it (the
+unit directory is root's), never through a link.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ansible_collections.gpuops.host.plugins.module_utils import _record as records
+
+KINDS = ('process', 'systemd', 'docker', 'podman')
+
+
+class StartFailed(Exception):
+    """The server could not be started: the message says which command failed and what it said."""
+
+    def __init__(self, msg, result=None):
+        super().__init__(msg)
+        self.msg = msg
+        self.result = result or {}
+
+
+def _said(out, err):
+    text = (err or '').strip() or (out or '').strip()
+    return text[-2000:] if text else 'no output'
+
+
+def _must(run, argv, what):
+    rc, out, err = run(argv, None)
+    if rc != 0:
+        raise StartFailed('%s failed (%s, exit %d): %s' % (what, ' '.join(argv), rc, _said(out, err)))
+    return out
+
+
+def _process(options, run):
+    out = _must(run, options['argv'], 'The start of the server')
+    words = (out or '').split()
+    if not words or not words[-1].isdigit():
+        raise StartFailed('The start of the server printed no PID: %s' % _said(out, ''))
+    return {'pid': int(words[-1])}
+
+
+def _unit(options, run):
+    unit = options['unit']
+    old = unit.get('migrate')
+    if old and os.path.lexists(old['path']):
+        # An earlier release's unit, whose server the stop has stopped: it goes, so that nothing starts it again.
+        _must(run, ['systemctl', 'stop', '--', old['name']], 'Stopping the earlier release\'s unit')
+        _must(run, ['systemctl', 'disable', '--', old['name']], 'Disabling the earlier release\'s unit')
+        try:
+            os.unlink(old['path'])
+        except FileNotFoundError:
+            pass
+    try:
+        records.replace_file(unit['path'], unit['content'], 0o644)
+    except records.RecordError as e:
+        raise StartFailed('The unit file of the server cannot be written: %s' % e)
+    written = {'unit_written': True}
+    try:
+        _must(run, ['systemctl', 'daemon-reload'], 'Reloading systemd')
+        if unit.get('enable'):
+            _must(run, ['systemctl', 'enable', '--', unit['name']], 'Enabling the unit')
+        # restart, not start: a unit still active would keep its old main process, never the new server. Type=exec:
+        # it returns once the server's binary runs, so MainPID is set at once, unless the unit failed already.
+        _must(run, ['systemctl', 'restart', '--', unit['name']], 'Starting the unit')
+    except StartFailed as e:
+        raise StartFailed(e.msg, written)
+    return dict(written, main_process_of={'kind': 'systemd', 'name': unit['name']})
+
+
+def _container(options, run):
+    _must(run, options['argv'], 'The start of the server\'s container')
+    return {'main_process_of': {'kind': options['kind'], 'name': options['container']}}
+
+
+def start(options, run):
+    """Start the server as OPTIONS say: ``kind`` (KINDS); ``argv`` (the command that starts a process, printing its
+    PID last, or that runs the container ``container``); ``unit`` for systemd (``name``, ``path``, ``content``,
+    ``enable``, and ``migrate``: an earlier release's unit, ``name`` and ``path``, to stop, disable and remove first).
+    RUN(argv, environ) -> (rc, out, err). A dict with ``pid`` or ``main_process_of`` (and ``unit_written``);
+    StartFailed otherwise, its result saying whether a unit file was written."""
+    kind = options['kind']
+    if kind == 'process':
+        return _process(options, run)
+    if kind == 'systemd':
+        return _unit(options, run)
+    return _container(options, run)
