@@ -15,6 +15,7 @@ extraction_status). Nothing is signalled or written, and no lock is taken.
 
 from __future__ import annotations
 
+import os
 import re
 
 from ansible_collections.gpuops.host.plugins.module_utils import _extraction as extraction
@@ -22,6 +23,7 @@ from ansible_collections.gpuops.host.plugins.module_utils import _manifest as ma
 from ansible_collections.gpuops.host.plugins.module_utils import _server_config as config
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang as sglang
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang_http as shttp
+from ansible_collections.gpuops.host.plugins.module_utils import _writers as writers
 
 # A HuggingFace hub model ID (org/name), found in HF_HOME's cache; anything else is a path.
 HUB_ID = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+$')
@@ -165,6 +167,36 @@ def extraction_status(record, server, p, deps):
     return out
 
 
+def mounts(paths, trusted, realpath=os.path.realpath, lstat=os.lstat):
+    """What a container server mounts from the host, resolved here rather than by the engine when it runs: each of
+    PATHS with its ``resolved`` path (every link followed now) and the entries on the way to it, before and after its
+    links, that a user outside TRUSTED (UIDs) can change (_writers.writers), who could otherwise swap a link on the
+    way for any host directory, which the container would then see, however that directory's own parents restrict
+    it. The engine gets the resolved path, which no such user can redirect."""
+    return [{'path': path, 'resolved': realpath(path),
+             'writers': ['%s (%s)' % entry for entry in writers.writers(path, trusted, lstat=lstat)]}
+            for path in paths]
+
+
+def untrusted_mounts(found):
+    """The failure message for the mounts of FOUND (mounts) that a user outside the trusted ones can redirect, or
+    None."""
+    said = []
+    bad = [m for m in found if m['writers']]
+    if bad:
+        said.append('%s: a container server mounts %s, but %s can be changed by a user other than root and the '
+                    'server\'s user, who could swap it for any host directory between this check and the engine\'s '
+                    'run; make the path theirs alone or choose another' % (
+                        '; '.join(m['path'] for m in bad), 'it' if len(bad) == 1 else 'them',
+                        ', '.join(w for m in bad for w in m['writers'])))
+    colons = [m for m in found if ':' in m['resolved']]
+    if colons:
+        said.append('%s: a container engine\'s --volume splits a path at its colons, so it would mount something else '
+                    'than this path; rename it or choose another' % ', '.join(
+                        '%s (resolved from %s)' % (m['resolved'], m['path']) for m in colons))
+    return '; '.join(said) + '.' if said else None
+
+
 def info(p, deps):
     """The node's record and SGLang servers; with P's config, what the node has now and the plan (see plan). The
     recorded server's /health is asked only where it decides the plan - it runs, and nothing else makes it restart:
@@ -179,6 +211,13 @@ def info(p, deps):
         result['extraction'] = extraction_status(record, server, p, deps)
     if p.get('config') is None:
         return result
+    container = p.get('container') or {}
+    if container.get('mounts'):
+        trusted = set([0] + ([p['run_as']['uid']] if p.get('run_as') else []))
+        result['mounts'] = mounts(container['mounts'], trusted)
+        why = untrusted_mounts(result['mounts'])
+        if why:
+            raise sglang.ActionFailed(why, {'mounts': result['mounts']})
     after = dict(desired(p), **observe(p, deps))
     before = record.get('identity') or {}
     needs, reasons, changes = plan(record, down, before, after, p.get('restart'), p.get('config_hash'))

@@ -98,6 +98,15 @@ options:
         description: The image.
         type: str
         required: true
+      mounts:
+        description:
+          - The host paths the container will mount, resolved here (RV(mounts)) so that the engine gets paths no other
+            user can redirect. A path on whose way a user other than root and O(run_as)'s user can change an entry
+            (own it, or write a directory without the sticky bit), before or after its links, fails the module before
+            anything is touched, naming the entries.
+        type: list
+        elements: path
+        default: []
   model_path:
     description: The model, a directory or a HuggingFace hub ID (then found in O(hf_home)'s cache), whose fingerprint is compared.
     type: str
@@ -275,6 +284,15 @@ changes:
   returned: config is set
   type: list
   elements: dict
+mounts:
+  description:
+    - With O(config) and O(container.mounts) - each path the container mounts, C(resolved) (its links followed on the
+      node), and C(writers), the entries on its way that a user other than root and the server's user can change
+      (empty, or the module failed).
+  returned: config and container.mounts are set
+  type: list
+  elements: dict
+  sample: [{"path": "/models/kimi-k2", "resolved": "/data/models/kimi-k2-20261101", "writers": []}]
 diff:
   description: The recorded server's identity (empty where none runs) and the desired one, one line per field, the command line one flag per line.
   returned: config is set
@@ -304,7 +322,8 @@ def main():
                                                   gid=dict(type='int', required=True))),
             container=dict(type='dict', options=dict(
                 engine=dict(type='str', choices=['docker', 'podman'], default='docker'),
-                image=dict(type='str', required=True))),
+                image=dict(type='str', required=True),
+                mounts=dict(type='list', elements='path', default=[]))),
             model_path=dict(type='str'),
             hf_home=dict(type='path'),
             dump_patch=dict(type='dict', options=dict(paths=dict(type='list', elements='str', required=True),

@@ -207,6 +207,47 @@ def test_a_colon_in_a_path_that_a_container_server_mounts_is_refused_before_the_
     assert node.main_pids() == [pid] and node.healthy()
 
 
+def test_a_model_path_that_another_user_can_redirect_is_refused_before_the_server_is_touched(node, fleet, tmp_path):
+    """The engine resolves a mount's source when it runs: a directory on the way that another user owns lets that user
+    swap a link there for any host directory, which the container would then see, its parents' permissions aside."""
+    pid = node.serving()
+    os.chmod(str(tmp_path), 0o755)
+    theirs = tmp_path / "team-b"
+    theirs.mkdir()
+    os.chown(str(theirs), 4300, 4300)
+    os.symlink(node.model, str(theirs / "kimi"))
+
+    run = fleet.playbook("restart_serving.yml", "-e", json.dumps({
+        "sglang_launch_supervisor": "docker", "sglang_launch_image": "localhost/sglang:test",
+        "sglang_launch_model_path": str(theirs / "kimi")}))
+
+    assert run.rc != 0
+    assert ("%s: a container server mounts it, but %s (owned by UID 4300) can be changed by a user other than root and "
+            "the server's user, who could swap it for any host directory between this check and the engine's run"
+            % (theirs / "kimi", theirs)) in run.words(), run.output
+    assert "The running server was not touched." in run.words(), run.output
+    assert node.main_pids() == [pid] and node.healthy()
+
+
+@pytest.mark.skipif(not docker.available(), reason="make deps installs docker.io")
+def test_the_engine_mounts_the_model_directory_as_resolved_on_the_node(node, fleet, tmp_path, monkeypatch):
+    """A model path through a link that only root can change: the engine gets the directory it resolves to, mounted at
+    the configured path."""
+    node.serving()
+    os.chmod(str(tmp_path), 0o755)
+    os.symlink(node.model, str(tmp_path / "current"))
+    with docker.Dockerd(node.sandbox) as engine:
+        for key, value in engine.variables().items():
+            monkeypatch.setenv(key, value)
+        run = fleet.playbook("restart_serving.yml", "-e", vars_file(tmp_path / "vars.json", dict(
+            engine.launch_vars(node), sglang_launch_model_path=str(tmp_path / "current"))))
+        assert run.rc == 0, run.output[-5000:]
+        record = node.record()
+        mounts = dict((m["Destination"], m["Source"]) for m in engine.inspect(record["container"])["Mounts"])
+        fleet.playbook("stop_sglang.yml")
+    assert mounts[str(tmp_path / "current")] == os.path.realpath(node.model), mounts
+
+
 # -- the journal of a node where journald runs --
 
 # A stand-in for systemd-journald's sockets (systemd 252, units/systemd-journald{,-dev-log}.socket): the native protocol

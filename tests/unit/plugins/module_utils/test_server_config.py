@@ -207,3 +207,43 @@ def test_health_is_asked_only_where_it_decides_the_plan(monkeypatch, desired, re
     result = server_info.info(p, deps=None)
     assert (result['needs_restart'], result['reasons']) == expected
     assert health.asked == asked
+
+
+# -- what a container server mounts (_server_info.mounts) ---------------------------------------------------------
+
+def test_a_mount_is_resolved_on_the_node_and_passes_where_only_root_and_the_server_s_user_can_change_it(tmp_path):
+    os.chmod(str(tmp_path), 0o755)
+    real = tmp_path / 'models' / 'kimi-20261101'
+    real.mkdir(parents=True)
+    os.chown(str(real), 4242, 4242)                         # the server's user's own model directory
+    os.symlink(str(real), str(tmp_path / 'models' / 'current'))
+    found = server_info.mounts([str(tmp_path / 'models' / 'current')], {0, 4242})
+    assert found == [{'path': str(tmp_path / 'models' / 'current'), 'resolved': str(real), 'writers': []}]
+    assert server_info.untrusted_mounts(found) is None
+
+
+def test_a_mount_that_another_user_can_redirect_is_refused_naming_the_entry(tmp_path):
+    os.chmod(str(tmp_path), 0o755)
+    shared = tmp_path / 'shared'
+    shared.mkdir()
+    os.chown(str(shared), 4300, 4300)                       # another team's directory on the way
+    (shared / 'kimi').mkdir()
+    found = server_info.mounts([str(shared / 'kimi')], {0, 4242})
+    assert found[0]['writers'] == ['%s (owned by UID 4300)' % shared]
+    why = server_info.untrusted_mounts(found)
+    assert why.startswith('%s: a container server mounts it, but %s (owned by UID 4300) can be changed by a user other '
+                          'than root and the server\'s user' % (shared / 'kimi', shared))
+    os.chown(str(shared), 0, 0)
+    os.chmod(str(shared), 0o777)                            # anyone may rename the entries of a directory they write
+    assert server_info.mounts([str(shared / 'kimi')], {0, 4242})[0]['writers'] == [
+        '%s (writable by every user (mode 0777))' % shared]
+    os.chmod(str(shared), 0o1777)                           # unless it is sticky and the entry is a trusted user's
+    assert server_info.mounts([str(shared / 'kimi')], {0, 4242})[0]['writers'] == []
+
+
+def test_a_link_that_resolves_to_a_path_with_a_colon_is_refused(tmp_path):
+    (tmp_path / 'kimi:v2').mkdir()
+    os.symlink(str(tmp_path / 'kimi:v2'), str(tmp_path / 'current'))
+    why = server_info.untrusted_mounts(server_info.mounts([str(tmp_path / 'current')], {0}))
+    assert why == ("%s (resolved from %s): a container engine's --volume splits a path at its colons, so it would mount "
+                   "something else than this path; rename it or choose another." % (tmp_path / 'kimi:v2', tmp_path / 'current'))
