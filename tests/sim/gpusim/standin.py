@@ -11,6 +11,8 @@
         srv.signal("TERM")
     with ContainerLaunch(sb, model, args=["--tp-size", "2", "--base-gpu-id", "2"]) as boxed:
         boxed.wait_ready()                   # the same, in a container on the node
+    with NetnsLaunch(sb, "ns0", "10.254.0.1", model, args=["--nnodes", "2", ...]) as head:
+        head.wait_ready()                    # in network namespace ns0 (ip netns), asked at 10.254.0.1
 """
 
 from __future__ import annotations
@@ -235,6 +237,52 @@ class Launch:
             time.sleep(0.05)
         self.find_pid()
         return self
+
+
+_FETCH_SNIPPET = r"""
+import json, sys, urllib.error, urllib.request
+url, body, timeout, headers = sys.argv[1], sys.argv[2], float(sys.argv[3]), json.loads(sys.argv[4])
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+try:
+    with opener.open(urllib.request.Request(url, body.encode() if body else None, headers), timeout=timeout) as res:
+        status, raw = res.status, res.read()
+except urllib.error.HTTPError as e:
+    status, raw = e.code, e.read()
+except (OSError, ConnectionError):
+    status, raw = None, b""
+print(json.dumps([status, raw.decode(errors="replace")]))
+"""
+
+
+class NetnsLaunch(Launch):
+    """The stand-in started inside sandbox SB and in network namespace NETNS (made with `ip netns add`),
+    where it is asked at HOST; the test's own requests run in that namespace too (`ip netns exec`)."""
+
+    def __init__(self, sb, netns: str, host: str, model_path: str, **kwargs):
+        super().__init__(sb, model_path, **kwargs)
+        self.netns = netns
+        self.url = "http://%s:%d" % (host, self.port)
+
+    def start(self) -> "NetnsLaunch":
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(["ip", "netns", "exec", self.netns] + self.sb.command(["setsid"] + self.argv),
+                                         env=self.sb.env(self.env), stdin=subprocess.DEVNULL, stdout=log,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+        return self
+
+    def request(self, path: str, body: dict = None, timeout: float = 30, headers: dict = None):
+        headers = dict({"content-type": "application/json"}, **(headers or {}))
+        result = subprocess.run(["ip", "netns", "exec", self.netns, sys.executable, "-c", _FETCH_SNIPPET,
+                                 self.url + path, "" if body is None else json.dumps(body), str(timeout),
+                                 json.dumps(headers)], capture_output=True, text=True, timeout=timeout + 30,
+                                check=True)
+        status, text = json.loads(result.stdout)
+        if status is None:
+            return None, None
+        try:
+            return status, json.loads(text)
+        except ValueError:
+            return status, text
 
 
 class ContainerLaunch(Launch):

@@ -20,6 +20,7 @@ import logging
 import multiprocessing as mp
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -29,6 +30,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from sglang.srt import contract, tokenizer
+from sglang.srt.entrypoints.engine import local_tp_ranks
 from sglang.srt.managers.detokenizer_manager import run_detokenizer_process
 from sglang.srt.managers.scheduler import run_scheduler_process
 from sglang.srt.server_args import ServerArgs, prepare_server_args
@@ -535,59 +537,172 @@ def _wait_and_warmup(server_args: ServerArgs, tm: TokenizerManager) -> None:
     logger.info("The server is fired up and ready to roll!")
 
 
-def _check_supported(server_args: ServerArgs) -> None:
-    for name in ("dp_size", "pp_size", "nnodes"):
+def _check_supported(server_args: ServerArgs, multinode: bool = False) -> None:
+    """Refuse what the stand-in does not run: data or pipeline parallelism; several nodes unless
+    MULTINODE (the process launcher, on 0.5.23: the release whose multi-node source it follows)."""
+    names = ("dp_size", "pp_size") if multinode and contract.at_least("0.5.23") else ("dp_size", "pp_size", "nnodes")
+    for name in names:
         if (getattr(server_args, name, 1) or 1) > 1:
             raise ValueError("%s=%s: the SGLang stand-in runs one node, tensor parallelism only"
                              % (name, getattr(server_args, name)))
 
 
+def check_server_args(server_args: ServerArgs) -> None:
+    """The multi-node checks of 0.5.23's arg_groups/validation_hook.py check_server_args (called by
+    entrypoints/engine.py Engine._launch_subprocesses before anything is spawned)."""
+    assert (server_args.tp_size * server_args.pp_size) % server_args.nnodes == 0, (
+        "tp_size must be divisible by number of nodes")
+    assert not (server_args.dp_size > 1 and server_args.nnodes != 1), (
+        "multi-node data-parallel replicas are not supported; use attention DP (--attn-dp-size) across nodes")
+
+
 def launch_server(server_args: ServerArgs) -> None:
     fault_set = faults()
     server_args.resolve()
-    _check_supported(server_args)
+    _check_supported(server_args, multinode=True)
+    check_server_args(server_args)
     logger.info("server_args=%r", server_args)
-    if "defunct" not in fault_set:
+    # Only node 0 serves requests (engine.py Engine._launch_subprocesses: "Non-zero-rank nodes do not run
+    # tokenizer processes"). 0.5.23 installs no SIGCHLD handler; the stand-in's stays on node 0 only.
+    follower = server_args.node_rank >= 1
+    if "defunct" not in fault_set and not follower:
         signal.signal(signal.SIGCHLD, _sigchld_handler)
     signal.signal(signal.SIGQUIT, _sigquit_handler)
 
     ctx = mp.get_context("spawn")
-    barrier = ctx.Barrier(server_args.tp_size)
+    local_ranks = local_tp_ranks(server_args)  # engine.py _calculate_rank_ranges: this node's TP ranks
+    # Without --dist-init-addr the group meets at HOST:NCCL_PORT (bootstrap.py _resolve_dist_init_method;
+    # a free port when --nccl-port is unset, as server_args.py PortArgs.init_new picks one).
+    dist_port = (server_args.nccl_port or _free_port()) if server_args.nnodes > 1 else None
+    barrier = ctx.Barrier(len(local_ranks))
     shutdown = ctx.Event()
     req_reader, req_writer = ctx.Pipe(duplex=False)
     det_reader, det_writer = ctx.Pipe(duplex=False)
     out_reader, out_writer = ctx.Pipe(duplex=False)
     procs, ready_readers = [], []
-    for rank in range(server_args.tp_size):
+    for rank in local_ranks:
         reader, writer = ctx.Pipe(duplex=False)
         first = rank == 0
         proc = ctx.Process(target=run_scheduler_process,
                            args=(server_args, rank, writer, req_reader if first else None,
-                                 det_writer if first else None, barrier, shutdown))
+                                 det_writer if first else None, barrier, shutdown, dist_port))
         proc.start()
         writer.close()
         procs.append(proc)
         ready_readers.append(reader)
-    detokenizer = ctx.Process(target=run_detokenizer_process, args=(server_args, det_reader, out_writer))
-    detokenizer.start()
+    if not follower:
+        detokenizer = ctx.Process(target=run_detokenizer_process, args=(server_args, det_reader, out_writer))
+        detokenizer.start()
     for conn in (req_reader, det_reader, det_writer, out_writer):
         conn.close()
 
     scheduler_info = {}
-    for rank, reader in enumerate(ready_readers):
+    for rank, proc, reader in zip(local_ranks, procs, ready_readers):
         try:
             data = reader.recv()
         except EOFError:
             logger.error("Rank %d scheduler is dead. Please check if there are relevant logs.", rank)
-            procs[rank].join()
-            logger.error("Exit code: %s", procs[rank].exitcode)
+            proc.join()
+            logger.error("Exit code: %s", proc.exitcode)
             raise
         scheduler_info = scheduler_info or data
 
+    if follower:
+        _serve_follower(server_args, procs)
+        return
     tm = TokenizerManager(server_args, req_writer, out_reader, scheduler_info)
     if "defunct" in fault_set:
         ctx.Process(target=_exit_at_once).start()
     serve(server_args, tm, shutdown, fault_set)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("", 0))
+        return sock.getsockname()[1]
+
+
+def _serve_follower(server_args: ServerArgs, procs: list) -> None:
+    """A node of rank >= 1 once its schedulers are ready (0.5.23 entrypoints/engine.py
+    Engine._launch_subprocesses, `if get_parallel().node_rank >= 1`): SIGTERM only logs (rank 0 stops
+    every rank through its ShutdownReq broadcast), the dummy health server answers, and the main process
+    waits for its schedulers (block_until_scheduler_exits), then returns (http_server.py launch_server:
+    "_launch_subprocesses already blocked until the schedulers exited"), which ends the process."""
+    node_rank = server_args.node_rank
+
+    def sigterm_handler(signum, frame):
+        logger.warning("SIGTERM received on node_rank %d; waiting for the rank-0 ShutdownReq broadcast to stop "
+                       "the schedulers.", node_rank)
+
+    signal.signal(signal.SIGTERM, sigterm_handler)
+    launch_dummy_health_check_server(server_args.host, server_args.port, server_args.enable_metrics)
+    for proc in procs:
+        proc.join()
+        logger.error("Scheduler or DataParallelController %d terminated with %s", proc.pid, proc.exitcode)
+
+
+class DummyHandler(BaseHTTPRequestHandler):
+    """utils/common.py launch_dummy_health_check_server's FastAPI app: GET /ping, /health and /health_generate
+    answer 200 with an empty body, whatever the schedulers do; /metrics with --enable-metrics; no auth."""
+    protocol_version = "HTTP/1.1"
+    server_version = "uvicorn"
+    sys_version = ""
+    ROUTES = ("/ping", "/health", "/health_generate")
+
+    def log_message(self, format, *args):
+        pass  # uvicorn runs it with log_level="warning": no access log
+
+    def _send(self, code: int, body: bytes = b"", content_type: str = None) -> None:
+        self.send_response(code)
+        if content_type:
+            self.send_header("content-type", content_type)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _route(self, method: str) -> None:
+        path = urllib.parse.urlsplit(self.path).path
+        routes = self.ROUTES + (("/metrics",) if self.server.enable_metrics else ())
+        if path not in routes:
+            self._send(404, b'{"detail":"Not Found"}', "application/json")
+        elif method != "GET":
+            self._send(405, b'{"detail":"Method Not Allowed"}', "application/json")
+        elif path == "/metrics":
+            self._send(200, b"", "text/plain; version=0.0.4; charset=utf-8")
+        else:
+            self._send(200)
+
+    def do_GET(self):
+        self._route("GET")
+
+    def do_POST(self):
+        self._route("POST")
+
+    def do_PUT(self):
+        self._route("PUT")
+
+
+def launch_dummy_health_check_server(host: str, port: int, enable_metrics: bool) -> None:
+    """utils/common.py launch_dummy_health_check_server: the dummy app, served by a daemon thread."""
+    address = ("[%s]:%d" if ":" in host else "%s:%d") % (host, port)
+
+    def run():
+        try:
+            httpd = ThreadingHTTPServer((host, port), DummyHandler)
+        except OSError as e:
+            logger.error("ERROR:    [Errno %s] error while attempting to bind on address %r: %s",
+                         e.errno, (host, port), (e.strerror or str(e)).lower())
+            logger.info("Dummy health check server stopped at %s", address)
+            return
+        httpd.daemon_threads = True
+        httpd.enable_metrics = enable_metrics
+        try:
+            httpd.serve_forever()
+        finally:
+            logger.info("Dummy health check server stopped at %s", address)
+
+    threading.Thread(target=run, daemon=True, name="health-check-server").start()
+    logger.info("Dummy health check server started in background thread at %s", address)
 
 
 def serve(server_args: ServerArgs, tm: TokenizerManager, shutdown, fault_set=frozenset()) -> None:

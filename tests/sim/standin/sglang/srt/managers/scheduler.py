@@ -24,6 +24,8 @@ import traceback
 import setproctitle
 
 from sglang.srt import tokenizer
+from sglang.srt.distributed import parallel_state
+from sglang.srt.entrypoints.engine import local_tp_ranks, scheduler_gpu_id
 from sglang.srt.utils import configure_logger, env_float, faults, get_bool_env_var, kill_itself_when_parent_died
 
 logger = logging.getLogger(__name__)
@@ -43,8 +45,9 @@ DEVHOLDER_CODE = ("import os, sys, time, setproctitle\n"
 
 
 def gpu_for_rank(server_args, tp_rank: int) -> int:
-    """NVML index of the GPU a rank uses: base_gpu_id + rank x step, through CUDA_VISIBLE_DEVICES."""
-    gpu_id = server_args.base_gpu_id + tp_rank * server_args.gpu_id_step
+    """NVML index of the GPU a rank uses, through CUDA_VISIBLE_DEVICES: base_gpu_id + rank x step, the rank
+    counted on its own node (entrypoints/engine.py Engine._launch_scheduler_processes)."""
+    gpu_id = scheduler_gpu_id(server_args, tp_rank)
     visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
     if not visible:
         return gpu_id
@@ -59,11 +62,16 @@ def free_mib(node, gpu: int) -> int:
 
 
 class Scheduler:
-    def __init__(self, server_args, tp_rank: int, barrier, out_writer, fault_set: set, shutdown=None):
+    def __init__(self, server_args, tp_rank: int, barrier, out_writer, fault_set: set, shutdown=None,
+                 dist_port: int = None):
         from gpusim.nvml import Node  # the NVML test double's state
 
         self.server_args = server_args
         self.tp_rank = tp_rank
+        self.local_ranks = local_tp_ranks(server_args)  # this node's share of the TP ranks
+        self.group = None  # the process group across nodes (--nnodes > 1 only)
+        self.collective = None
+        self.dist_port = dist_port
         self.out_writer = out_writer
         self.faults = fault_set
         self.shutdown = shutdown
@@ -109,12 +117,14 @@ class Scheduler:
         for path in ("/dev/nvidiactl", "/dev/nvidia-uvm", device):
             if os.path.exists(path):
                 self.devices.append(os.open(path, os.O_RDWR))
-        ranks = range(self.server_args.tp_size)
+        if self.server_args.nnodes > 1:
+            self._init_process_group()
+        ranks = self.local_ranks
         gpus = [self._resolve(gpu_for_rank(self.server_args, r)) for r in ranks]
         free = [free_mib(self.node, g) / GIB for g in gpus]
         barrier.wait(timeout=120)  # nobody allocates before every rank has measured
         logger.info("Init torch distributed ends. mem usage=0.00 GB")
-        local, lowest = free[self.tp_rank], min(free)
+        local, lowest = free[ranks.index(self.tp_rank)], min(free)
         if self.server_args.tp_size > 1 and lowest < local * 0.9:
             message = ("The memory capacity is unbalanced. Some GPUs may be occupied by other processes. "
                        "min_per_gpu_memory=%s, local_gpu_memory=%s, local_gpu_memory * 0.9=%s"
@@ -122,6 +132,17 @@ class Scheduler:
             if not get_bool_env_var("SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK"):
                 raise ValueError(message)
             logger.warning(message)
+
+    def _init_process_group(self) -> None:
+        """The rendezvous of every rank of every node at the init address (distributed/parallel_state.py
+        init_distributed_environment, torch's tcp:// rendezvous); see sglang/srt/distributed/parallel_state.py."""
+        args = self.server_args
+        rank = parallel_state.world_rank(args, self.tp_rank)
+        timeout = parallel_state.dist_timeout(args)
+        self.collective = parallel_state.CollectiveTimeout(rank, parallel_state.peer_timeout(args))
+        self.group = parallel_state.ProcessGroup(
+            parallel_state.dist_init_address(args, self.dist_port), args.tp_size * args.pp_size, rank, timeout,
+            on_peer_gone=self.collective.peer_gone, on_shutdown=self.shutdown.set).rendezvous()
 
     def _load_model(self) -> None:
         args = self.server_args
@@ -173,13 +194,13 @@ class Scheduler:
         SGLang's loader reads the checkpoint's safetensors files at every start
         (model_loader/loader.py DefaultModelLoader, model_loader/weight_utils.py
         safetensors_weights_iterator), so the load is as fast as the disk, or the page cache.
-        Here the ranks share the files (rank r reads shards r, r + tp_size, ...), as 0.5.23's
-        _prefetch_all_checkpoints splits them across local ranks: a node reads its checkpoint once.
+        Here a node's ranks share the files (its i-th rank reads shards i, i + n, ... of its n ranks), as
+        0.5.23's _prefetch_all_checkpoints splits them across local ranks: a node reads its checkpoint once.
         """
         shards = sorted(glob.glob(os.path.join(self.server_args.model_path, "*.safetensors")))
         buf = bytearray(8 << 20)
         total = 0
-        for path in shards[self.tp_rank::self.server_args.tp_size]:
+        for path in shards[self.local_ranks.index(self.tp_rank)::len(self.local_ranks)]:
             with open(path, "rb", buffering=0) as f:
                 n = f.readinto(buf)
                 while n:
@@ -199,6 +220,8 @@ class Scheduler:
         """Continuous batching: new requests join the running batch, one token per step each."""
         running, step, stats = [], 0, None
         while not self.shutdown_requested():
+            if self.stuck():
+                self.collective.sit()
             try:
                 while req_reader.poll(0 if running else 0.2):
                     req = self._prefill(req_reader.recv(), len(running))
@@ -253,10 +276,24 @@ class Scheduler:
     def shutdown_requested(self) -> bool:
         return self.shutdown is not None and self.shutdown.is_set()
 
+    def stuck(self) -> bool:
+        """Whether a peer node is gone: this rank then sits in its collective (parallel_state.CollectiveTimeout)."""
+        return self.collective is not None and self.collective.stuck.is_set()
+
     def idle(self) -> None:
-        """Wait for the ShutdownReq (ranks other than 0, and rank 0 once its request channel is gone)."""
-        while not (self.shutdown.wait(3600) if self.shutdown is not None else time.sleep(3600)):
-            pass
+        """Wait for the ShutdownReq (ranks other than 0, and rank 0 once its request channel is gone).
+
+        Across nodes a rank whose peer is gone never gets it: it sits until the collective timeout."""
+        if self.group is None:
+            while not (self.shutdown.wait(3600) if self.shutdown is not None else time.sleep(3600)):
+                pass
+            return
+        while not self.shutdown.wait(0.2):
+            if self.stuck():
+                self.collective.sit()
+        if self.stuck():
+            self.collective.sit()
+        self.group.leave()
 
     def release(self) -> None:
         """Free this rank's GPU memory in userspace, as the graceful path of run_scheduler_process does.
@@ -281,7 +318,7 @@ class Scheduler:
 
 
 def run_scheduler_process(server_args, tp_rank: int, ready_writer, req_reader, out_writer, barrier,
-                          shutdown=None) -> None:
+                          shutdown=None, dist_port: int = None) -> None:
     fault_set = faults()
     if "orphan" not in fault_set:
         kill_itself_when_parent_died()
@@ -292,7 +329,7 @@ def run_scheduler_process(server_args, tp_rank: int, ready_writer, req_reader, o
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     parent = os.getppid()
     try:
-        scheduler = Scheduler(server_args, tp_rank, barrier, out_writer, fault_set, shutdown)
+        scheduler = Scheduler(server_args, tp_rank, barrier, out_writer, fault_set, shutdown, dist_port)
         ready_writer.send(scheduler.info())
         if tp_rank == 0:
             scheduler.event_loop(req_reader)  # returns on ShutdownReq
