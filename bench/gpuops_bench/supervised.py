@@ -122,7 +122,10 @@ def run(rounds):
 def _container_trials(rounds, node, engine, workdir):
     """ROUNDS of restart_serving.yml, then restart_extraction.yml under load, the collection's container each time."""
     # the host variables of tests/integration/test_containers.py, at SGLang 0.5.23's shutdown pace
-    fleet = BenchFleet(workdir, [node], fast=False, **engine.launch_vars(node, REAL_PACE_ENV))
+    # The extraction run of the round before, which this measurement's own client fed, is cut by the next round's
+    # restart on purpose: sglang_stop_cut_active_run.
+    fleet = BenchFleet(workdir, [node], fast=False, sglang_stop_cut_active_run=True,
+                       **engine.launch_vars(node, REAL_PACE_ENV))
     fleet.extra_env = engine.variables()     # the modules ask the engine that this measurement started
     trials = []
     for r in range(rounds):

@@ -29,6 +29,7 @@ from ansible_collections.gpuops.host.plugins.module_utils import _supervisor as 
 from ansible_collections.gpuops.host.plugins.module_utils import _checks as checks
 from ansible_collections.gpuops.host.plugins.module_utils import _record as records
 from ansible_collections.gpuops.host.plugins.module_utils import _start as starts
+from ansible_collections.gpuops.host.plugins.module_utils import _stop_report as stop_report
 from ansible_collections.gpuops.host.plugins.module_utils import _extraction as extraction
 from ansible_collections.gpuops.host.plugins.module_utils import _lock as locks
 from ansible_collections.gpuops.host.plugins.module_utils import _manifest as manifests
@@ -430,7 +431,8 @@ def stop(p, deps):
     a wrapper starts again. Every option is checked, and NVML opened, before anything is drained or signalled.
 
     The result is find's, plus ``reap`` (gpu_reap's result), ``settled`` and ``signalled``: true from the first
-    signal on, also in the result of a failure, so that the caller knows whether the old server was touched. With
+    signal on, also in the result of a failure, so that the caller knows whether the old server was touched;
+    ``summary`` and ``said`` (_stop_report; in a failure, ``said`` names what was left running). With
     the lock option, the host lock is taken or checked first and released or checked again last (_StopLock)."""
     record = _record(p)
     try:
@@ -439,11 +441,18 @@ def stop(p, deps):
         raise ActionFailed('reap: %s; nothing was drained or signalled' % e, {'signalled': False})
     except ValueError as e:
         raise ActionFailed('%s; nothing was drained or signalled' % e, {'signalled': False})
-    with _StopLock(p.get('lock'), deps) as lock:
-        found = _stopped(p, deps, record, run)
-        lock.check_again(found)
+    try:
+        with _StopLock(p.get('lock'), deps) as lock:
+            found = _stopped(p, deps, record, run)
+            lock.check_again(found)
+    except ActionFailed as e:
+        e.result.setdefault('said', stop_report.left_running(e.result.get('reap')))
+        raise
     if lock.result is not None:
         found['lock'] = lock.result
+    # in figures and in words (_stop_report): what gpuops.host.sglang_stop reports and prints
+    found['summary'] = stop_report.summary(found)
+    found['said'] = stop_report.said(found, p.get('owners') or [], deps.check_mode)
     return found
 
 
@@ -998,9 +1007,49 @@ def _main_process(p, deps):
         deps.sleep(0.1)
 
 
+# The options of the stop, which P['stop'] holds for a stop made by ready, or by stop itself.
+STOP_KEYS = ('record_path', 'presets', 'patterns', 'pids', 'owners', 'default_url', 'api_key', 'timeout', 'interval',
+             'request_timeout', 'force', 'stop_timeout', 'disable_supervisors', 'reap', 'verify', 'settle',
+             'active_window', 'cut_active_run', 'dump_patterns', 'lock')
+
+
+def stopping(p):
+    """P with the stop's options of P['stop'] in place of its own, where it has them."""
+    return merged(dict(p, **p['stop'])) if p.get('stop') else p
+
+
 def ready(p, deps):
-    """With P['start'], start the server first (_start), then wait until it answers ready (_ready); what the start
-    did (its wall-clock moment, ``started``; ``unit_written``) is in the result, in a failure too."""
+    """With P['stop'], stop what runs first (stop, with those options): then nothing but this call runs between the
+    old server's exit and the new server's start. With P['start'], start the server (_start); then wait until it
+    answers ready (_ready). What the stop found (``stopped``, its summary and lines) and what the start did (its
+    wall-clock moment, ``started``; ``unit_written``) are in the result, in a failure too; a failure of the stop
+    itself says so (``stop_failed``, with ``signalled`` and ``lock_lost``)."""
+    stopped = None
+    if p.get('stop') is not None:
+        try:
+            stopped = stop(stopping(p), deps)
+        except ActionFailed as e:
+            raise ActionFailed(e.msg, {'stop_failed': True, 'stopped': e.result, 'ready': False, 'pid': None,
+                                       'signalled': e.result.get('signalled', False),
+                                       'lock_lost': e.result.get('lock_lost', False),
+                                       'said': e.result.get('said') or []})
+        if p.get('record') is not None:
+            # the run history's line gets what the stop took
+            entry = dict(p['record'].get('entry') or {}, seconds_to_clean=stopped['summary']['seconds_to_clean'],
+                         gpus_verified=stopped['summary']['gpus_verified'])
+            p = dict(p, record=dict(p['record'], entry=entry))
+    try:
+        result = _started(p, deps)
+    except ActionFailed as e:
+        if stopped is not None:
+            e.result['stopped'] = stopped
+        raise
+    if stopped is not None:
+        result['stopped'] = stopped
+    return result
+
+
+def _started(p, deps):
     started = {}
     if p.get('start') is not None:
         started['started'] = int(deps.wall_clock())
@@ -1193,4 +1242,6 @@ def perform(params, deps):
         raise ActionFailed('%s: secret value(s) in an option that the module logs as given (syslog or the journal); '
                            'pass secret server arguments in secret_server_args and secret variables in '
                            'secret_environment, which are never logged' % ', '.join(leaked), {'leaked': leaked})
+    if params['action'] == 'stop':
+        params = stopping(params)
     return _PERFORM[params['action']](merged(params), deps)

@@ -592,6 +592,17 @@ options:
       v1_reserved_mib:
         description: As O(gpuops.host.gpu_verify#module:v1_reserved_mib), for a driver without the v2 memory call.
         type: int
+  stop:
+    description:
+      - The stop's options in one dict, each as the option of the same name documented here for V(stop) - O(record_path),
+        O(presets), O(patterns), O(pids), O(owners), O(default_url), O(api_key), O(timeout) (the drain's), O(interval),
+        O(request_timeout), O(force), O(stop_timeout), O(disable_supervisors), O(reap), O(verify), O(settle),
+        O(active_window), O(cut_active_run), O(dump_patterns), O(lock).
+      - For V(stop), in place of those options.
+      - For V(ready) with O(start) - stop what runs first, as V(stop) does, then start the new server in the same call,
+        so that nothing else runs between the old server's exit and the new server's start. The result has the stop's
+        as RV(stopped); a failure of the stop itself says so with RV(stop_failed).
+    type: dict
   start:
     description:
       - For V(ready), instead of O(pid) or O(main_process_of) - start the server first, then wait for it, as the
@@ -775,6 +786,24 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+summary:
+  description:
+    - V(stop) - the stop in figures, as M(gpuops.host.sglang_stop) reports it (its C(sglang_stop_result)) - C(servers),
+      C(elsewhere), C(gateways), C(others) (PIDs), C(supervisors), C(supervised_stops), C(comes_back), C(runs),
+      C(marker), C(in_flight), C(forced), C(lost) (null where a main process needed SIGKILL), C(killed), C(escalated),
+      C(exited_on_their_own), C(seconds_to_clean), C(gpus_verified).
+  returned: action is stop and it succeeded
+  type: dict
+  sample: {"servers": [4200], "lost": 0, "killed": [], "seconds_to_clean": 2.05, "gpus_verified": 8}
+said:
+  description:
+    - V(stop) - one line for each thing a reader should know - how a unit or a container stopped its server, each
+      extraction run cut or ended and what it holds, and what was left running (other users' servers, gateways, GPU
+      holders, processes of other PID namespaces); in a failure, what was left running.
+  returned: action is stop
+  type: list
+  elements: str
+  sample: ["Left running: the SGLang Model Gateway, pid 3100 (user root) python -m sglang_router.launch_router, listening on TCP ports 30000"]
 signalled:
   description:
     - V(stop) - whether the stop signalled anything (a supervised stop, or gpu_reap's escalation), in a failure too - from
@@ -1240,6 +1269,16 @@ started:
   returned: action is ready and start is set
   type: int
   sample: 1767225600
+stopped:
+  description: V(ready) with O(stop) - the stop's result (as V(stop) returns it, RV(summary) and RV(said) included).
+  returned: action is ready and stop is set
+  type: dict
+  sample: {"servers": [], "signalled": true, "summary": {"seconds_to_clean": 2.05}, "said": []}
+stop_failed:
+  description: V(ready) with O(stop) - whether the stop itself failed (then nothing was started).
+  returned: failure of the stop of ready
+  type: bool
+  sample: true
 unit_written:
   description: V(ready) with O(start) of a unit - whether its unit file was written (then its secret files stay, which it names).
   returned: action is ready and start.kind is systemd, once the unit file was written
@@ -1270,6 +1309,7 @@ mismatches:
   sample: []
 """
 
+import copy
 import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
@@ -1280,117 +1320,128 @@ from ansible_collections.gpuops.host.plugins.module_utils._procs import ProcFS
 from ansible_collections.gpuops.host.plugins.module_utils._reap import MissingLibrary, Run
 from ansible_collections.gpuops.host.plugins.module_utils._reap_options import argument_spec as reap_argument_spec
 from ansible_collections.gpuops.host.plugins.module_utils._sglang import (
-    ACTIONS, STOP_SETS, ActionFailed, Deps, lock_options, perform, secrets_of,
+    ACTIONS, STOP_KEYS, STOP_SETS, ActionFailed, Deps, lock_options, perform, secrets_of,
 )
 from ansible_collections.gpuops.host.plugins.module_utils._verify import wait_argument_spec
 
 
+def argument_spec():
+    spec = dict(
+        action=dict(type='str', required=True, choices=list(ACTIONS)),
+        url=dict(type='str'),
+        api_key=dict(type='str', no_log=True),
+        python=dict(type='path', default='/usr/bin/python3'),
+        pythonpath=dict(type='list', elements='path', default=[]),
+        container=dict(type='dict', options=dict(
+            engine=dict(type='str', choices=['docker', 'podman'], default='docker'),
+            image=dict(type='str', required=True),
+            options=dict(type='list', elements='str', default=[]))),
+        environment=dict(type='dict', default={}),
+        secret_environment=dict(type='dict', default={}, no_log=True),
+        entry_module=dict(type='str', default='sglang.launch_server'),
+        run_as=dict(type='dict', options=dict(uid=dict(type='int', required=True),
+                                              gid=dict(type='int', required=True))),
+        server_args=dict(type='dict', default={}),
+        secret_server_args=dict(type='dict', default={}, no_log=True),
+        secret_args=dict(type='list', elements='str', default=[], no_log=False),
+        config_file=dict(type='bool', default=False),
+        config_path=dict(type='path'),
+        secrets_path=dict(type='path'),
+        record_path=dict(type='path'),
+        port=dict(type='int'),
+        bind_host=dict(type='str'),
+        presets=dict(type='list', elements='str', default=['sglang']),
+        patterns=dict(type='list', elements='str', default=[]),
+        pids=dict(type='list', elements='int', default=[]),
+        owners=dict(type='list', elements='str', default=[]),
+        stop_supervised=dict(type='bool', default=False),
+        stop_timeout=dict(type='float', default=60),
+        reap=dict(type='dict', default={}, options=dict(
+            (k, v) for k, v in reap_argument_spec().items() if k not in STOP_SETS)),
+        verify=dict(type='dict', options=wait_argument_spec()),
+        settle=dict(type='float', default=2),
+        active_window=dict(type='float', default=120),
+        cut_active_run=dict(type='bool', default=False),
+        dump_patterns=dict(type='list', elements='str', default=['*']),
+        disable_supervisors=dict(type='bool', default=False),
+        lock=dict(type='dict', options=lock_options()),
+        stopped=dict(type='list', elements='dict', default=[]),
+        default_url=dict(type='str', default='http://127.0.0.1:30000'),
+        other_namespaces=dict(type='bool', default=False),
+        drain=dict(type='bool', default=False),
+        api_key_users=dict(type='list', elements='str', default=[], no_log=False),
+        pid=dict(type='int'),
+        main_process_of=dict(type='dict', options=dict(
+            kind=dict(type='str', required=True, choices=['systemd', 'docker', 'podman']),
+            name=dict(type='str', required=True))),
+        environ=dict(type='dict', default={}),
+        schedulers=dict(type='int', default=1),
+        timeout=dict(type='float', default=600),
+        interval=dict(type='float', default=0.5),
+        request_timeout=dict(type='float', default=10),
+        force=dict(type='bool', default=False),
+        path=dict(type='str', default='/health_generate'),
+        log_path=dict(type='path'),
+        log_lines=dict(type='int', default=50),
+        secrets=dict(type='list', elements='str', default=[], no_log=True),
+        rid=dict(type='str'),
+        prompt=dict(type='str', default='The hidden states of this prompt are dumped to check the extraction run.'),
+        dump_dir=dict(type='path'),
+        expect=dict(type='dict', default={}),
+        checks=dict(type='dict', options=dict(
+            dump_dir=dict(type='path'),
+            prompt=dict(type='str'),
+            probe_timeout=dict(type='float', default=60),
+            expected_info=dict(type='dict'),
+            api_key=dict(type='str', no_log=True),
+            gpus=dict(type='list', elements='int', default=[]),
+            min_used_mib=dict(type='int', default=1024),
+            expected_count=dict(type='int'),
+            v1_reserved_mib=dict(type='int'))),
+        start=dict(type='dict', options=dict(
+            kind=dict(type='str', required=True, choices=['process', 'systemd', 'docker', 'podman']),
+            argv=dict(type='list', elements='str', default=[]),
+            container=dict(type='str'),
+            unit=dict(type='dict', options=dict(
+                name=dict(type='str', required=True),
+                path=dict(type='path', required=True),
+                content=dict(type='str', required=True),
+                enable=dict(type='bool', default=False),
+                migrate=dict(type='dict'))))),
+        record=dict(type='dict', options=dict(
+            path=dict(type='path', required=True),
+            fields=dict(type='dict', required=True),
+            dump_patterns=dict(type='list', elements='str'),
+            history=dict(type='path'),
+            entry=dict(type='dict', default={}),
+            runs_dir=dict(type='path'),
+            keep=dict(type='list', elements='path', default=[]),
+            remove=dict(type='list', elements='path', default=[]))),
+    )
+    # The stop's options, in one dict: a stop made by ready before it starts the server, or by stop itself.
+    spec['stop'] = dict(type='dict', options=dict((k, copy.deepcopy(spec[k])) for k in STOP_KEYS))
+    return spec
+
+
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            action=dict(type='str', required=True, choices=list(ACTIONS)),
-            url=dict(type='str'),
-            api_key=dict(type='str', no_log=True),
-            python=dict(type='path', default='/usr/bin/python3'),
-            pythonpath=dict(type='list', elements='path', default=[]),
-            container=dict(type='dict', options=dict(
-                engine=dict(type='str', choices=['docker', 'podman'], default='docker'),
-                image=dict(type='str', required=True),
-                options=dict(type='list', elements='str', default=[]))),
-            environment=dict(type='dict', default={}),
-            secret_environment=dict(type='dict', default={}, no_log=True),
-            entry_module=dict(type='str', default='sglang.launch_server'),
-            run_as=dict(type='dict', options=dict(uid=dict(type='int', required=True),
-                                                  gid=dict(type='int', required=True))),
-            server_args=dict(type='dict', default={}),
-            secret_server_args=dict(type='dict', default={}, no_log=True),
-            secret_args=dict(type='list', elements='str', default=[], no_log=False),
-            config_file=dict(type='bool', default=False),
-            config_path=dict(type='path'),
-            secrets_path=dict(type='path'),
-            record_path=dict(type='path'),
-            port=dict(type='int'),
-            bind_host=dict(type='str'),
-            presets=dict(type='list', elements='str', default=['sglang']),
-            patterns=dict(type='list', elements='str', default=[]),
-            pids=dict(type='list', elements='int', default=[]),
-            owners=dict(type='list', elements='str', default=[]),
-            stop_supervised=dict(type='bool', default=False),
-            stop_timeout=dict(type='float', default=60),
-            reap=dict(type='dict', default={}, options=dict(
-                (k, v) for k, v in reap_argument_spec().items() if k not in STOP_SETS)),
-            verify=dict(type='dict', options=wait_argument_spec()),
-            settle=dict(type='float', default=2),
-            active_window=dict(type='float', default=120),
-            cut_active_run=dict(type='bool', default=False),
-            dump_patterns=dict(type='list', elements='str', default=['*']),
-            disable_supervisors=dict(type='bool', default=False),
-            lock=dict(type='dict', options=lock_options()),
-            stopped=dict(type='list', elements='dict', default=[]),
-            default_url=dict(type='str', default='http://127.0.0.1:30000'),
-            other_namespaces=dict(type='bool', default=False),
-            drain=dict(type='bool', default=False),
-            api_key_users=dict(type='list', elements='str', default=[], no_log=False),
-            pid=dict(type='int'),
-            main_process_of=dict(type='dict', options=dict(
-                kind=dict(type='str', required=True, choices=['systemd', 'docker', 'podman']),
-                name=dict(type='str', required=True))),
-            environ=dict(type='dict', default={}),
-            schedulers=dict(type='int', default=1),
-            timeout=dict(type='float', default=600),
-            interval=dict(type='float', default=0.5),
-            request_timeout=dict(type='float', default=10),
-            force=dict(type='bool', default=False),
-            path=dict(type='str', default='/health_generate'),
-            log_path=dict(type='path'),
-            log_lines=dict(type='int', default=50),
-            secrets=dict(type='list', elements='str', default=[], no_log=True),
-            rid=dict(type='str'),
-            prompt=dict(type='str', default='The hidden states of this prompt are dumped to check the extraction run.'),
-            dump_dir=dict(type='path'),
-            expect=dict(type='dict', default={}),
-            checks=dict(type='dict', options=dict(
-                dump_dir=dict(type='path'),
-                prompt=dict(type='str'),
-                probe_timeout=dict(type='float', default=60),
-                expected_info=dict(type='dict'),
-                api_key=dict(type='str', no_log=True),
-                gpus=dict(type='list', elements='int', default=[]),
-                min_used_mib=dict(type='int', default=1024),
-                expected_count=dict(type='int'),
-                v1_reserved_mib=dict(type='int'))),
-            start=dict(type='dict', options=dict(
-                kind=dict(type='str', required=True, choices=['process', 'systemd', 'docker', 'podman']),
-                argv=dict(type='list', elements='str', default=[]),
-                container=dict(type='str'),
-                unit=dict(type='dict', options=dict(
-                    name=dict(type='str', required=True),
-                    path=dict(type='path', required=True),
-                    content=dict(type='str', required=True),
-                    enable=dict(type='bool', default=False),
-                    migrate=dict(type='dict'))))),
-            record=dict(type='dict', options=dict(
-                path=dict(type='path', required=True),
-                fields=dict(type='dict', required=True),
-                dump_patterns=dict(type='list', elements='str'),
-                history=dict(type='path'),
-                entry=dict(type='dict', default={}),
-                runs_dir=dict(type='path'),
-                keep=dict(type='list', elements='path', default=[]),
-                remove=dict(type='list', elements='path', default=[]))),
-        ),
+        argument_spec=argument_spec(),
         mutually_exclusive=[('pid', 'main_process_of', 'start')],
         required_if=[('action', a, ('url',)) for a in ('drain', 'ready', 'probe', 'check_info')]
         + [('action', 'check_environ', ('pid',)), ('config_file', True, ('config_path',))],
         supports_check_mode=True,
     )
     p = module.params
+    for where, q in (('', p), ('stop.', p['stop'])):
+        if q is None:
+            continue
+        if not (q['timeout'] >= 0 and q['interval'] > 0 and q['request_timeout'] > 0) \
+                or float('inf') in (q['timeout'], q['interval']):
+            module.fail_json(msg='%stimeout must be 0 or more, %sinterval and %srequest_timeout more than 0, all finite; '
+                             'got %r, %r, %r' % (where, where, where, q['timeout'], q['interval'], q['request_timeout']))
     # Values of under 4 characters (SPT_NOENV=1) are masked nowhere: masking them would garble every number.
     module.no_log_values.update(secrets_of(p))
     module.no_log_values.difference_update([v for v in module.no_log_values if len(v) < 4])
-    if not (p['timeout'] >= 0 and p['interval'] > 0 and p['request_timeout'] > 0) or float('inf') in (p['timeout'], p['interval']):
-        module.fail_json(msg='timeout must be 0 or more, interval and request_timeout more than 0, all finite; got %r, %r, %r'
-                         % (p['timeout'], p['interval'], p['request_timeout']))
 
     def run(argv, environ):
         return module.run_command(argv, environ_update=environ)

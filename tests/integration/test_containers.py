@@ -133,7 +133,8 @@ def test_an_extraction_server_launched_in_a_container_passes_every_check_and_sho
     assert namespaces[0] == namespaces[1], namespaces
     # the post-checks ran against the container's server, in the call that started it: the probe's own dump is there
     # (its last check, GPU occupancy, passed with the call), and the call recorded the server it checked
-    assert "TASK [gpuops.host.sglang_launch : Start the server, then check and record it once it answers" in run.output
+    assert ("TASK [gpuops.host.sglang_launch : Stop the running server, start the new one, then check and record it once "
+            "it answers") in run.output
     assert [name for name in os.listdir(record["dump_dir"]) if name.startswith("hs_gpuops-probe-")]
     assert min(node.used_mib()[:2]) > 0
     # no secret in what the engine shows of the container, nor in any command line of the node
@@ -145,7 +146,7 @@ def test_an_extraction_server_launched_in_a_container_passes_every_check_and_sho
         assert needle not in run.output, needle
     # the earlier runs' containers are removed while the old server still serves: no remote task of it in the downtime
     assert (run.output.index("TASK [gpuops.host.sglang_launch : Find the exited containers of the collection's earlier")
-            < run.output.index("TASK [gpuops.host.sglang_stop : Find, drain, stop"))
+            < run.output.index("TASK [gpuops.host.sglang_launch : Stop the running server, start the new one"))
 
     again = fleet.playbook("restart_extraction.yml", "-e", extra)
     assert again.rc == 0, again.output[-5000:]
