@@ -1100,7 +1100,7 @@ def _ready(p, deps, started=None):
             result['checks_seconds'] = round(deps.clock() - began, 2)
         if p.get('record') is not None and pid:
             try:
-                result['recorded'] = records.commit(p['record'], dict(result, **(started or {})), deps.wall_clock())
+                result['record_written'] = records.commit(p['record'], dict(result, **(started or {})), deps.wall_clock())
             except records.RecordError as e:
                 raise ActionFailed('the SGLang server %d passed its checks but cannot be recorded: %s' % (pid, e),
                                    dict(result, ready=True, check='record'))

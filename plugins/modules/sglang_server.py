@@ -603,6 +603,270 @@ options:
         so that nothing else runs between the old server's exit and the new server's start. The result has the stop's
         as RV(stopped); a failure of the stop itself says so with RV(stop_failed).
     type: dict
+    suboptions:
+      record_path:
+        description:
+          - For V(find), the record (C(server.json)) that P(gpuops.host.sglang_launch#role) keeps of its server. The process
+            whose environment carries the record's run marker (C(GPUOPS_RUN)) is that server, with the URL recorded there.
+            A missing record finds nothing by marker.
+        type: path
+      presets:
+        description: For V(find), M(gpuops.host.gpu_reap) presets whose command line patterns find servers started by hand.
+        type: list
+        elements: str
+        default:
+          - sglang
+      patterns:
+        description: For V(find), more regular expressions matched against the full command line of a main process.
+        type: list
+        elements: str
+        default: []
+      pids:
+        description:
+          - For V(find), main processes to take for servers whatever their command line - needed only for a server that the
+            SGLang Model Gateway's co-launcher started (C(sglang::server)), which is otherwise reported in RV(gateways) and
+            refused by O(drain).
+        type: list
+        elements: int
+        default: []
+      owners:
+        description:
+          - For V(find), the users whose servers are found for a stop (names, or UIDs where a user has no name), by the real
+            UID of each process. Another user's server is listed in RV(others), with its user, PID and ports, and is never
+            drained (it is sent no API key) nor stopped, unless O(pids) names it. Empty, the servers of every user are found.
+          - Only gateways of root itself and of these users (without them, of the found servers' users) can refuse a stop
+            for the servers they co-launched, and only their new servers fail the settle watch; another user's neither blocks
+            nor fails it.
+        type: list
+        elements: str
+        default: []
+      default_url:
+        description: For V(find), the URL of a server whose command line names no C(--port) (it may use C(--config)).
+        type: str
+        default: http://127.0.0.1:30000
+      api_key:
+        description:
+          - The server's C(--api-key), sent as a bearer token. Without it a server started with an API key answers C(/v1/loads)
+            and C(/server_info) with 401; C(/metrics) and C(/health*) need none.
+          - V(find) with O(drain), and V(stop), drain each server with the key it was started with where its command line
+            (C(--api-key)) or its C(--config) file (C(api-key), read as the server names it, only when the file belongs to
+            the server's user or the server runs as root) says, and with this key otherwise; so a restart that changes the
+            key drains the old server with its own. V(drain), V(probe) and V(check_info) with O(pid) do the same for the server
+            O(pid).
+        type: str
+      timeout:
+        description:
+          - Seconds the whole action may wait - the drain (V(drain); for V(find) with O(drain), each server's), the wait for
+            readiness (V(ready)), or the probe request and its dump (V(probe)).
+        type: float
+        default: 600
+      interval:
+        description:
+          - Seconds between two readings while waiting; what is waited for (no request in flight, the ready answer, the probe's
+            dump) is noticed at most this late.
+          - A reading is one HTTP request (C(/metrics) or C(/v1/loads), the ready path) or one directory listing, cheap enough
+            to repeat twice a second.
+        type: float
+        default: 0.5
+      request_timeout:
+        description: Seconds one HTTP request may take, cut to the time left of O(timeout).
+        type: float
+        default: 10
+      force:
+        description:
+          - For V(drain) and V(find) with O(drain), when requests are still in flight after O(timeout), abort them and succeed
+            with a warning and RV(lost), instead of failing.
+        type: bool
+        default: false
+      stop_timeout:
+        description:
+          - For O(stop_supervised), the seconds a container engine waits after SIGTERM before its SIGKILL.
+          - For V(stop), also the seconds M(gpuops.host.gpu_reap)'s escalation waits after SIGTERM (its C(term_timeout)).
+        type: float
+        default: 60
+      disable_supervisors:
+        description:
+          - For O(stop_supervised), also keep each supervisor from starting its server again - C(systemctl disable UNIT) for
+            an enabled unit that P(gpuops.host.sglang_launch#role) did not write, C(docker|podman update --restart=no) for
+            a container (Podman 5.1 and later; an older Podman has no C(podman update --restart), and the stop fails there
+            after the container stopped). Without it such a server comes back at the next boot, and the result warns.
+        type: bool
+        default: false
+      reap:
+        description:
+          - For V(stop), the options of M(gpuops.host.gpu_reap) for what is left after the supervised stops, as that module
+            documents them. The stop sets the others - the selectors, C(term_timeout) (O(stop_timeout)) and C(verify) (O(verify)).
+        type: dict
+        default: {}
+        suboptions:
+          descendants:
+            description: gpu_reap's O(gpuops.host.gpu_reap#module:descendants).
+            type: bool
+            default: true
+          sessions:
+            description: gpu_reap's O(gpuops.host.gpu_reap#module:sessions).
+            type: bool
+            default: true
+          other_namespaces:
+            description: gpu_reap's O(gpuops.host.gpu_reap#module:other_namespaces).
+            type: bool
+            default: false
+          nvml_processes:
+            description: gpu_reap's O(gpuops.host.gpu_reap#module:nvml_processes).
+            type: bool
+            default: false
+          device_holders:
+            description: gpu_reap's O(gpuops.host.gpu_reap#module:device_holders).
+            type: bool
+            default: false
+          devices:
+            description: gpu_reap's O(gpuops.host.gpu_reap#module:devices).
+            type: list
+            elements: str
+          max_processes:
+            description: gpu_reap's O(gpuops.host.gpu_reap#module:max_processes).
+            type: int
+            default: 512
+          protect:
+            description: gpu_reap's O(gpuops.host.gpu_reap#module:protect).
+            type: list
+            elements: str
+          protect_defaults:
+            description: gpu_reap's O(gpuops.host.gpu_reap#module:protect_defaults).
+            type: bool
+            default: true
+          protect_gateways:
+            description: gpu_reap's O(gpuops.host.gpu_reap#module:protect_gateways).
+            type: bool
+            default: true
+          kill_mode:
+            description: gpu_reap's O(gpuops.host.gpu_reap#module:kill_mode).
+            type: str
+            default: mixed
+            choices:
+              - mixed
+              - control-group
+          term_signal:
+            description: gpu_reap's O(gpuops.host.gpu_reap#module:term_signal).
+            type: str
+            default: SIGTERM
+          kill_timeout:
+            description: gpu_reap's O(gpuops.host.gpu_reap#module:kill_timeout).
+            type: float
+            default: 10
+      verify:
+        description:
+          - After the stop, wait until every GPU (or those in O(verify.gpus)) is clean, and fail the run when they are not
+            within O(verify.timeout); the suboptions are those of M(gpuops.host.gpu_verify), with the same defaults.
+          - The wait starts the moment the last target is gone. It is not run when a target survived SIGKILL or could not
+            be signalled (the run fails then anyway), nor in check mode.
+          - Needs C(nvidia-ml-py) on the target.
+        type: dict
+        suboptions:
+          gpus:
+            description:
+              - GPUs to check, each an NVML index (V(0)) or a UUID (the C(GPU-) prefix may be left out); every GPU when empty.
+                A GPU the host does not show fails the run before anything is signalled.
+            type: list
+            elements: str
+            default: []
+          max_used_mib:
+            description: The most memory, in MiB, a clean GPU may show in use, read through the v2 memory call.
+            type: int
+            default: 32
+          allow_processes:
+            description: Whether processes NVML lists may remain on a clean GPU (its memory still within O(verify.max_used_mib)).
+            type: bool
+            default: false
+          v1_reserved_mib:
+            description:
+              - Drivers without the v2 memory call only, the v1 used memory of this host's GPUs when idle (see M(gpuops.host.gpu_verify));
+                without it a v1 reading never counts as clean.
+            type: int
+          expected_count:
+            description:
+              - Number of GPUs the host must show; when omitted, the NVIDIA GPUs on the PCI bus.
+            type: int
+          timeout:
+            description: Seconds to wait, from the last target's exit, for every GPU to be clean. V(0) checks once.
+            type: float
+            default: 60
+          poll_interval:
+            description:
+              - Seconds between two NVML readings; a release is noticed at most this late. More than 0.
+            type: float
+            default: 0.1
+      settle:
+        description:
+          - For V(stop), how long to watch, as V(settle) does, for a server started again, where a server had a parent other
+            than init (a C(while true) wrapper, a script). A unit or a container is stopped through its supervisor, whose
+            restart policy an explicit stop does not trigger. V(0) watches nothing.
+        type: float
+        default: 2
+      active_window:
+        description:
+          - For V(find) with O(drain), and V(stop), before anything is drained or signalled - a server whose extraction run
+            (its dump directory - the record's for the server the record names, else its main process's C(SGLANG_HS_DUMP_DIR))
+            wrote a dump within this many seconds is in an active run, and the call fails, naming the run and what it has
+            written (RV(runs)). A driver that feeds a training set sends its next request a moment after the last one finished,
+            so a drain that reads zero requests between two of them proves nothing.
+          - The readiness check's and the probe's own dumps (C(HEALTH_CHECK), C(gpuops-probe-) in their names), and for the
+            recorded server every dump written before it was proven ready (the record's C(checked); SGLang's warm-up request
+            dumps too), are counted apart and make no run active. Dumps are counted and sized, never read.
+          - V(0) looks at no run.
+        type: float
+        default: 120
+      cut_active_run:
+        description:
+          - Stop a server in an active extraction run anyway (see O(active_window)); RV(runs) and a warning say that the run
+            was cut.
+        type: bool
+        default: false
+      dump_patterns:
+        description:
+          - For V(find) with O(drain), and V(stop) - the name patterns (shell-style) of the files under a run directory that
+            count as the run's dumps (RV(runs), the manifest, O(active_window)); every regular file by default. The dumps
+            are counted and sized, never opened. The run's manifest, C(gpuops-manifest.json), is never a dump.
+          - V(stop) completes the manifest of the recorded server's run - written by M(gpuops.host.dump_dir) when the server
+            was proven ready - once the server is stopped, with how it ended (V(drained), or V(cut) with O(cut_active_run)),
+            the time and the final counts, and where the recorded server is found gone while its manifest still says running,
+            as V(crashed). Written as M(gpuops.host.dump_dir) writes it, following no link.
+        type: list
+        elements: str
+        default:
+          - '*'
+      lock:
+        description:
+          - For V(stop), the host lock of M(gpuops.host.host_lock) around the stop, in the same call - so the lock costs no
+            round trip of its own. Without it the stop does not look at any lock.
+          - With O(lock.take=false) the run O(lock.run) must hold the lock already - checked before anything is drained or
+            signalled, and again when the stop is done, so that a run that lost the lock to a stale-lock break on another
+            controller stops there (RV(lock_lost)).
+          - With O(lock.take=true) the stop takes the lock for O(lock.run) before anything is drained or signalled - failing,
+            with nothing touched, where another run holds it, as host_lock does - and releases it when it ends, whatever the
+            outcome. In check mode it neither takes nor releases it.
+        type: dict
+        suboptions:
+          run:
+            description: The run that holds or takes the lock, as host_lock's O(gpuops.host.host_lock#module:run).
+            type: str
+            required: true
+          take:
+            description: Take the lock for the stop and release it after (V(true)), or check that O(lock.run) holds it (V(false)).
+            type: bool
+            default: false
+          path:
+            description: host_lock's O(gpuops.host.host_lock#module:path).
+            type: path
+            default: /run/gpuops
+          owner:
+            description: host_lock's O(gpuops.host.host_lock#module:owner).
+            type: dict
+            default: {}
+          max_age:
+            description: host_lock's O(gpuops.host.host_lock#module:max_age).
+            type: int
+            default: 21600
   start:
     description:
       - For V(ready), instead of O(pid) or O(main_process_of) - start the server first, then wait for it, as the
@@ -655,7 +919,7 @@ options:
       - For V(ready), with O(pid), O(main_process_of) or O(start) - once the server passed every check of O(checks), record it -
         the node's record at O(record.path) (JSON, 0640, written beside its name and renamed over it), the manifest of
         its extraction run where the record names a run directory (a manifest that cannot be written is said in
-        RV(recorded), and does not fail the server), a line of the run history, and the removal of older run
+        RV(record_written), and does not fail the server), a line of the run history, and the removal of older run
         directories. A record that cannot be written fails the action, with RV(check) V(record).
       - Unset, nothing is written.
     type: dict
@@ -788,7 +1052,7 @@ EXAMPLES = r"""
 RETURN = r"""
 summary:
   description:
-    - V(stop) - the stop in figures, as M(gpuops.host.sglang_stop) reports it (its C(sglang_stop_result)) - C(servers),
+    - V(stop) - the stop in figures, as P(gpuops.host.sglang_stop#role) reports it (its C(sglang_stop_result)) - C(servers),
       C(elsewhere), C(gateways), C(others) (PIDs), C(supervisors), C(supervised_stops), C(comes_back), C(runs),
       C(marker), C(in_flight), C(forced), C(lost) (null where a main process needed SIGKILL), C(killed), C(escalated),
       C(exited_on_their_own), C(seconds_to_clean), C(gpus_verified).
@@ -1258,7 +1522,7 @@ seconds_to_ready:
   returned: action is ready, the server has a main process, and it is ready
   type: float
   sample: 41.3
-recorded:
+record_written:
   description: V(ready) with O(record) - what was written (C(record), C(manifest), C(manifest_error), C(removed)).
   returned: action is ready, record is set, and the server passed its checks
   type: dict

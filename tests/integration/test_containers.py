@@ -386,7 +386,7 @@ def journal_fields(datagram: bytes) -> dict:
         end = datagram.index(b"\n", at)
         line = datagram[at:end]
         if b"=" in line:
-            name, _, value = line.partition(b"=")
+            name, value = line.split(b"=", 1)
             at = end + 1
         else:
             name, (length,) = line, struct.unpack_from("<Q", datagram, end + 1)
@@ -447,7 +447,7 @@ def test_no_secret_of_a_podman_launch_reaches_the_journal_that_a_journald_contai
     assert namespaces[1:] and set(namespaces[1:]) == {namespaces[0]}, namespaces
     # no datagram truncated, and no secret in any of them, nor in a line that conmon cut into several (8 KiB each,
     # CONTAINER_PARTIAL_MESSAGE=true): the messages of each container's stream joined again
-    assert not [source for source, _ in received if source.endswith("-truncated")]
+    assert not [source for source, data in received if source.endswith("-truncated")]
     streams = {}
     for source, data in received:
         if source == "socket":
@@ -456,7 +456,7 @@ def test_no_secret_of_a_podman_launch_reaches_the_journal_that_a_journald_contai
             streams.setdefault(stream, []).extend(fields.get("MESSAGE", []))
     joined = [b"".join(messages) for messages in streams.values()]
     for needle in needles:
-        found = [data for _, data in received if needle.encode() in data] + [m for m in joined if needle.encode() in m]
+        found = [data for source, data in received if needle.encode() in data] + [m for m in joined if needle.encode() in m]
         assert not found, (needle, [m[max(m.find(needle.encode()) - 300, 0):m.find(needle.encode()) + 40]
                                     for m in found][:2])
         assert needle not in "\n".join(logged), needle

@@ -260,11 +260,11 @@ def a_run(rnd):
 
 def test_the_lines_are_those_of_the_template_that_the_playbook_printed():
     rnd = random.Random(20260114)
-    for _ in range(FLEETS):
+    for fleet in range(FLEETS):
         hosts = rnd.sample(HOSTS, rnd.randrange(1, len(HOSTS) + 1))
         hostvars = dict((host, a_run(rnd)) for host in hosts)
 
-        assert extraction_status(hosts, hostvars) == old_table(hosts, hostvars), (hosts, hostvars)
+        assert extraction_status(hosts, hostvars) == old_table(hosts, hostvars), (fleet, hosts, hostvars)
 
 
 def test_the_filter_is_gpuops_host_extraction_status():

@@ -44,8 +44,8 @@ OPTIONS = {'gpus': [0, 1], 'expected_count': 4, 'v1_reserved_mib': None}
 SERVING = snapshot(gpu(0, 120000), gpu(1, 120000), gpu(2), gpu(3))
 
 
-def read(snap, options=OPTIONS, warnings=None):
-    return checks.read(options, opener(snap), (warnings if warnings is not None else []).append)
+def read(snap, options=None, warnings=None):
+    return checks.read(options or OPTIONS, opener(snap), (warnings if warnings is not None else []).append)
 
 
 def test_a_server_on_its_gpus_passes():
@@ -105,8 +105,8 @@ def test_without_an_expected_count_the_pci_bus_is_the_reference_and_its_absence_
 # -- their order and failures (_sglang.post_checks) --------------------------------------------------------------
 
 class Deps:
-    def __init__(self, snap=SERVING):
-        self.open_nvml = opener(snap)
+    def __init__(self, snap=None):
+        self.open_nvml = opener(snap or SERVING)
         self.warnings = []
         self.warn = self.warnings.append
         self.clock = lambda: 0.0
