@@ -236,7 +236,9 @@ class Node:
                   "sglang_launch_python": NODE_PYTHON, "sglang_launch_user": "sglang",
                   "sglang_launch_model_path": "/models/llama-sim", "sglang_launch_server_args": {"tp_size": GPUS},
                   "sglang_launch_port": self.port, "sglang_launch_environment": dict(REAL_PACE_ENV),
-                  "sglang_launch_dump_min_free_gb": 1, "sglang_launch_ready_timeout": 120}
+                  "sglang_launch_dump_min_free_gb": 1, "sglang_launch_ready_timeout": 120,
+                  # the extraction run of the round before, which this measurement's own client fed, is cut on purpose
+                  "sglang_stop_cut_active_run": True}
         with open(path, "w") as f:
             yaml.safe_dump({"all": {"children": {"gpu_nodes": {"hosts": {NAME: values}}}}}, f)
         return path
