@@ -1046,6 +1046,8 @@ def ready(p, deps):
         raise
     if stopped is not None:
         result['stopped'] = stopped
+    # a server started (and the old one stopped) is a change, whatever the checks' own results say
+    result['changed'] = bool(p.get('start') is not None or (stopped or {}).get('changed') or result.get('changed'))
     return result
 
 
