@@ -65,21 +65,12 @@ _value:
   elements: str
 """
 
+from ansible_collections.gpuops.host.plugins.module_utils import _table as table
+
 HEADER = ('host', 'state', 'mode', 'run marker', 'uptime', 'dumps', 'GB', 'dumps/min', 'GB/h', 'free GB',
           'hours to full', 'in flight', 'newest s')
 # The one variable of a host that the table reads: gpuops.host.sglang_server_info's extraction result.
 FACT = 'gpuops_extraction_status'
-
-
-def _cell(value):
-    """A cell's text: '-' when it says nothing."""
-    return '-' if value is None or value == '' else str(value)
-
-
-def _table(rows):
-    """ROWS padded into columns two blanks apart, each line stripped of trailing blanks."""
-    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
-    return ['  '.join(cell.ljust(width) for cell, width in zip(row, widths)).strip() for row in rows]
 
 
 def _uptime(seconds):
@@ -109,8 +100,8 @@ def extraction_status(hosts, hostvars):
     lines."""
     hosts = list(hosts)
     runs = dict((host, (hostvars[host][FACT] if FACT in hostvars[host] else None) or {}) for host in hosts)
-    lines = ['extraction runs of the fleet'] + _table([list(HEADER)] + [[_cell(cell) for cell in _row(host, runs[host])]
-                                                                        for host in hosts])
+    rows = [list(HEADER)] + [[table.cell(cell) for cell in _row(host, runs[host])] for host in hosts]
+    lines = ['extraction runs of the fleet'] + table.columns(rows)
     for host in hosts:
         run = runs[host]
         if run.get('in_flight_error') and run.get('state') == 'running' and run.get('in_flight') is None:

@@ -83,6 +83,8 @@ _value:
 
 from collections.abc import Mapping
 
+from ansible_collections.gpuops.host.plugins.module_utils import _table as table
+
 HEADER = ('host', 'status', 'mode', 'run marker', 'clean s', 'ready s', 'GPUs verified', 'serving on GPUs',
           'server now', 'gateway', 'dumps')
 GB = 1e9
@@ -103,11 +105,6 @@ def _documented(host_vars):
 def _result(host_vars, name):
     """The host's variable NAME, a dictionary ({} when unset or empty)."""
     return host_vars.get(name) or {}
-
-
-def _cell(value):
-    """A cell's text: '-' when it says nothing."""
-    return '-' if value is None or value == '' else str(value)
 
 
 def _run(run):
@@ -158,12 +155,6 @@ def _row(host, host_vars, failed):
     return [host, status, mode, None, None, None, None, None, now], False
 
 
-def _table(rows):
-    """ROWS padded into columns two blanks apart, each line stripped of trailing blanks."""
-    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
-    return ['  '.join(cell.ljust(width) for cell, width in zip(row, widths)).strip() for row in rows]
-
-
 def fleet_summary(hosts, play_hosts, hostvars):
     """The summary of a gpuops run: a row for each of HOSTS (every host of the play), FAILED for those not among
     PLAY_HOSTS, from the documented results in HOSTVARS (host -> mapping of its variables; only the keys that
@@ -177,8 +168,8 @@ def fleet_summary(hosts, play_hosts, hostvars):
         if never_reached:
             untouched.append(host)
         cells += [_gateway(host_vars[host]), _dumps(_result(host_vars[host], 'sglang_stop_result'))]
-        rows.append([_cell(cell) for cell in cells])
-    lines = _table(rows)
+        rows.append([table.cell(cell) for cell in cells])
+    lines = table.columns(rows)
     for host in hosts:
         launch = _result(host_vars[host], 'sglang_launch_result')
         if launch.get('reasons'):
