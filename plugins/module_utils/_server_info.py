@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 
 from ansible_collections.gpuops.host.plugins.module_utils import _extraction as extraction
 from ansible_collections.gpuops.host.plugins.module_utils import _manifest as manifests
 from ansible_collections.gpuops.host.plugins.module_utils import _server_config as config
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang as sglang
+from ansible_collections.gpuops.host.plugins.module_utils import _procs as procs
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang_http as shttp
 from ansible_collections.gpuops.host.plugins.module_utils import _writers as writers
 
@@ -167,6 +169,31 @@ def extraction_status(record, server, p, deps):
     return out
 
 
+def unit_kind(path, mark, old_description):
+    """What the unit file PATH is to the collection: ``absent``; ``ours`` (a regular file of root's whose first line
+    starts with MARK, the header the collection writes); ``old`` (an earlier release's, the unit it migrates: a first
+    line that is a comment, and a line that matches the regular expression OLD_DESCRIPTION); ``foreign`` otherwise - a
+    team's own unit, a link (a masked unit's /dev/null), anything but a regular file of root's - never written over."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return 'absent'
+    except OSError:
+        return 'foreign'
+    if not stat.S_ISREG(st.st_mode):
+        return 'foreign'
+    read = procs.read_regular(path, owner=0)
+    if read is None:
+        return 'foreign'
+    text = read[1].decode('utf-8', 'replace')
+    first = text.split('\n', 1)[0]
+    if first.startswith(mark):
+        return 'ours'
+    if first.startswith('# ') and re.search(old_description, text, re.MULTILINE):
+        return 'old'
+    return 'foreign'
+
+
 def mounts(paths, trusted, realpath=os.path.realpath, lstat=os.lstat):
     """What a container server mounts from the host, resolved here rather than by the engine when it runs: each of
     PATHS with its ``resolved`` path (every link followed now) and the entries on the way to it, before and after its
@@ -218,6 +245,10 @@ def info(p, deps):
         why = untrusted_mounts(result['mounts'])
         if why:
             raise sglang.ActionFailed(why, {'mounts': result['mounts']})
+    if p.get('unit_files'):
+        units = p['unit_files']
+        result['unit_files'] = dict((path, unit_kind(path, units['mark'], units['old_description']))
+                                    for path in (units['path'], units['old_path']))
     after = dict(desired(p), **observe(p, deps))
     before = record.get('identity') or {}
     needs, reasons, changes = plan(record, down, before, after, p.get('restart'), p.get('config_hash'))

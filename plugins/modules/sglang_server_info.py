@@ -107,6 +107,27 @@ options:
         type: list
         elements: path
         default: []
+  unit_files:
+    description:
+      - With O(config), the unit files a launch under systemd would write over or migrate, read here (RV(unit_files)).
+    type: dict
+    suboptions:
+      path:
+        description: The collection's unit file.
+        type: path
+        required: true
+      old_path:
+        description: The unit file of earlier releases, C(sglang.service).
+        type: path
+        required: true
+      mark:
+        description: The header the collection's unit files begin with.
+        type: str
+        required: true
+      old_description:
+        description: A regular expression that a line of an earlier release's unit file matches.
+        type: str
+        required: true
   model_path:
     description: The model, a directory or a HuggingFace hub ID (then found in O(hf_home)'s cache), whose fingerprint is compared.
     type: str
@@ -284,6 +305,14 @@ changes:
   returned: config is set
   type: list
   elements: dict
+unit_files:
+  description:
+    - With O(config) and O(unit_files) - each unit file by its path - V(absent), V(ours) (its first line is the
+      collection's header), V(old) (an earlier release's, which a launch migrates) or V(foreign) (a team's own unit, a
+      link, anything but a regular file of root's; never written over).
+  returned: config and unit_files are set
+  type: dict
+  sample: {"/etc/systemd/system/gpuops-sglang.service": "ours", "/etc/systemd/system/sglang.service": "foreign"}
 mounts:
   description:
     - With O(config) and O(container.mounts) - each path the container mounts, C(resolved) (its links followed on the
@@ -324,6 +353,10 @@ def main():
                 engine=dict(type='str', choices=['docker', 'podman'], default='docker'),
                 image=dict(type='str', required=True),
                 mounts=dict(type='list', elements='path', default=[]))),
+            unit_files=dict(type='dict', options=dict(path=dict(type='path', required=True),
+                                                      old_path=dict(type='path', required=True),
+                                                      mark=dict(type='str', required=True),
+                                                      old_description=dict(type='str', required=True))),
             model_path=dict(type='str'),
             hf_home=dict(type='path'),
             dump_patch=dict(type='dict', options=dict(paths=dict(type='list', elements='str', required=True),

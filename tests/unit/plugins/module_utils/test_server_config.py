@@ -247,3 +247,32 @@ def test_a_link_that_resolves_to_a_path_with_a_colon_is_refused(tmp_path):
     why = server_info.untrusted_mounts(server_info.mounts([str(tmp_path / 'current')], {0}))
     assert why == ("%s (resolved from %s): a container engine's --volume splits a path at its colons, so it would mount "
                    "something else than this path; rename it or choose another." % (tmp_path / 'kimi:v2', tmp_path / 'current'))
+
+
+# -- the unit files a launch under systemd writes over or migrates (_server_info.unit_kind) ------------------------
+
+MARK = '# Managed by gpuops.host (sglang_launch)'
+OLD = r'^Description=SGLang server, [^ ]+ mode \(run [^)]+\)$'
+
+
+@pytest.mark.parametrize('content,kind', [
+    (MARK + '; a change here is overwritten by its next launch.\n[Unit]\n', 'ours'),
+    ('# Ansible managed\n[Unit]\nDescription=SGLang server, serving mode (run serving-1)\n', 'old'),
+    ('# Ansible managed\n[Unit]\nDescription=Team B inference\n', 'foreign'),
+    ('[Unit]\nDescription=SGLang server, serving mode (run serving-1)\n', 'foreign'),
+    ('', 'foreign'),
+])
+def test_a_unit_file_is_told_by_its_header(tmp_path, content, kind):
+    path = tmp_path / 'gpuops-sglang.service'
+    path.write_text(content)
+    assert server_info.unit_kind(str(path), MARK, OLD) == kind
+
+
+def test_an_absent_unit_a_link_and_another_user_s_file_are_told_apart(tmp_path):
+    assert server_info.unit_kind(str(tmp_path / 'none.service'), MARK, OLD) == 'absent'
+    os.symlink('/dev/null', str(tmp_path / 'masked.service'))          # a masked unit
+    assert server_info.unit_kind(str(tmp_path / 'masked.service'), MARK, OLD) == 'foreign'
+    theirs = tmp_path / 'theirs.service'
+    theirs.write_text(MARK + '\n')
+    os.chown(str(theirs), 4300, 4300)
+    assert server_info.unit_kind(str(theirs), MARK, OLD) == 'foreign'
