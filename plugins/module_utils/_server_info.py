@@ -19,6 +19,7 @@ import os
 import re
 import stat
 
+from ansible_collections.gpuops.host.plugins.module_utils import _checks as checks
 from ansible_collections.gpuops.host.plugins.module_utils import _extraction as extraction
 from ansible_collections.gpuops.host.plugins.module_utils import _manifest as manifests
 from ansible_collections.gpuops.host.plugins.module_utils import _server_config as config
@@ -26,6 +27,7 @@ from ansible_collections.gpuops.host.plugins.module_utils import _sglang as sgla
 from ansible_collections.gpuops.host.plugins.module_utils import _procs as procs
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang_http as shttp
 from ansible_collections.gpuops.host.plugins.module_utils import _writers as writers
+from ansible_collections.gpuops.host.plugins.module_utils._nvml import NvmlError
 
 # A HuggingFace hub model ID (org/name), found in HF_HOME's cache; anything else is a path.
 HUB_ID = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+$')
@@ -194,6 +196,47 @@ def unit_kind(path, mark, old_description):
     return 'foreign'
 
 
+def gpu_count(deps):
+    """The number of GPUs NVML shows (deps.open_nvml); ActionFailed where NVML cannot be read."""
+    try:
+        with deps.open_nvml() as nvml:
+            return nvml.count()
+    except (NvmlError, checks.Unreadable) as e:
+        raise sglang.ActionFailed('Cannot read the GPUs of the node: %s; refusing before the running server is touched.'
+                                  % e)
+
+
+def refusals(options, p, deps):
+    """Refuse a restart that the node cannot take, before anything is touched (ActionFailed): OPTIONS ``gpus``, the
+    GPU indices the server would need, which NVML must show, each once; ``port`` (with ``bind_host``), which only a
+    process of a server that the restart replaces (a server of ``owners``, its tree) may hold - another program there,
+    or another user's, would take the new server's port. The checks made: ``gpu_count``, ``port``."""
+    out = {}
+    gpus = options.get('gpus')
+    if gpus is not None:
+        out['gpu_count'] = count = gpu_count(deps)
+        if not gpus or max(gpus) >= count or len(set(gpus)) != len(gpus):
+            raise sglang.ActionFailed(
+                'The server would need GPU(s) %s (tp_size x dp_size from base_gpu_id in steps of gpu_id_step, or '
+                'sglang_launch_gpus), but NVML sees %d GPU(s) on this node (indices 0 to %d); refusing before the '
+                'running server is touched.' % (', '.join(str(i) for i in gpus), count, count - 1), out)
+    if options.get('port'):
+        found = sglang.find(dict(_FIND, record_path=p['record_path'], presets=p['presets'], port=options['port'],
+                                 bind_host=options.get('bind_host'), owners=options.get('owners') or []), deps)
+        out['port'] = found['port']
+        holders = [h['pid'] for h in found['port']['holders']]
+        replaced = set(proc['pid'] for server in found['servers'] for proc in server.get('tree') or [])
+        if found['port']['listening'] and (not holders or set(holders) - replaced):
+            held = ('process %s' % ', '.join(str(pid) for pid in holders)) if holders else \
+                'a process this node does not name'
+            what = (': ' + '; '.join(h['cmdline'] for h in found['port']['holders'])) if holders else ''
+            raise sglang.ActionFailed(
+                'Port %d is held by %s, which is not an SGLang server that this launch replaces%s. Free the port or '
+                'choose another sglang_launch_port; refusing before the running server is touched.'
+                % (options['port'], held, what), out)
+    return out
+
+
 def mounts(paths, trusted, realpath=os.path.realpath, lstat=os.lstat):
     """What a container server mounts from the host, resolved here rather than by the engine when it runs: each of
     PATHS with its ``resolved`` path (every link followed now) and the entries on the way to it, before and after its
@@ -257,6 +300,8 @@ def info(p, deps):
         if why:
             needs, reasons, changes = plan(record, 'the recorded server (pid %s) does not answer /health: %s'
                                            % (record.get('pid'), why), before, after, False, p.get('config_hash'))
+    if needs and p.get('refuse'):
+        result['refusals'] = refusals(p['refuse'], p, deps)
     result.update(current=after, needs_restart=needs, reasons=reasons, changes=changes,
                   diff={'before_header': '%s (running)' % p['record_path'], 'after_header': 'desired',
                         'before': config.render(before) if server else '', 'after': config.render(after)})

@@ -107,6 +107,29 @@ options:
         type: list
         elements: path
         default: []
+  refuse:
+    description:
+      - With O(config), where the plan restarts the server - refuse, before anything is touched, a restart that the node
+        cannot take (RV(refusals) says what was checked).
+    type: dict
+    suboptions:
+      gpus:
+        description: The GPU indices the new server would need; NVML must show each, and each once.
+        type: list
+        elements: int
+      port:
+        description:
+          - The new server's port, which only the tree of a server that the restart replaces (one of O(refuse.owners))
+            may hold.
+        type: int
+      bind_host:
+        description: The address the new server binds; a listener on another address of the port is not counted.
+        type: str
+      owners:
+        description: The users whose servers the restart replaces (the stop's owners).
+        type: list
+        elements: str
+        default: []
   unit_files:
     description:
       - With O(config), the unit files a launch under systemd would write over or migrate, read here (RV(unit_files)).
@@ -305,6 +328,13 @@ changes:
   returned: config is set
   type: list
   elements: dict
+refusals:
+  description:
+    - With O(config) and O(refuse), where the plan restarts the server - what was checked - C(gpu_count) (NVML's) and
+      C(port) (its listeners and their holders).
+  returned: config and refuse are set, and the plan restarts the server
+  type: dict
+  sample: {"gpu_count": 8, "port": {"listening": true, "holders": [{"pid": 4200, "cmdline": "python -m sglang.launch_server"}]}}
 unit_files:
   description:
     - With O(config) and O(unit_files) - each unit file by its path - V(absent), V(ours) (its first line is the
@@ -330,7 +360,9 @@ diff:
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.gpuops.host.plugins.module_utils._checks import Unreadable
+from ansible_collections.gpuops.host.plugins.module_utils._nvml import HAS_PYNVML, Nvml
 from ansible_collections.gpuops.host.plugins.module_utils._procs import ProcFS
 from ansible_collections.gpuops.host.plugins.module_utils._server_info import info
 from ansible_collections.gpuops.host.plugins.module_utils._sglang import ActionFailed, Deps
@@ -353,6 +385,9 @@ def main():
                 engine=dict(type='str', choices=['docker', 'podman'], default='docker'),
                 image=dict(type='str', required=True),
                 mounts=dict(type='list', elements='path', default=[]))),
+            refuse=dict(type='dict', options=dict(gpus=dict(type='list', elements='int'), port=dict(type='int'),
+                                                  bind_host=dict(type='str'),
+                                                  owners=dict(type='list', elements='str', default=[]))),
             unit_files=dict(type='dict', options=dict(path=dict(type='path', required=True),
                                                       old_path=dict(type='path', required=True),
                                                       mark=dict(type='str', required=True),
@@ -377,8 +412,13 @@ def main():
     def run(argv, environ):
         return module.run_command(argv, environ_update=environ)
 
+    def open_nvml():
+        if not HAS_PYNVML:
+            raise Unreadable(missing_required_lib('nvidia-ml-py'))
+        return Nvml()
+
     deps = Deps(ProcFS(), run, tmpdir=module.tmpdir, check_mode=module.check_mode, warn=module.warn,
-                self_pids=(os.getpid(), os.getppid()))
+                self_pids=(os.getpid(), os.getppid()), open_nvml=open_nvml)
     try:
         result = info(module.params, deps)
     except ActionFailed as e:

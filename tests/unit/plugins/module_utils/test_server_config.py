@@ -276,3 +276,53 @@ def test_an_absent_unit_a_link_and_another_user_s_file_are_told_apart(tmp_path):
     theirs.write_text(MARK + '\n')
     os.chown(str(theirs), 4300, 4300)
     assert server_info.unit_kind(str(theirs), MARK, OLD) == 'foreign'
+
+
+# -- the refusals of a restart that the node cannot take (_server_info.refusals) -----------------------------------
+
+class _Nvml:
+    def __init__(self, count):
+        self.n = count
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def count(self):
+        return self.n
+
+
+class _Deps:
+    def __init__(self, gpus=4):
+        self.open_nvml = lambda: _Nvml(gpus)
+
+
+P = {'record_path': '/var/lib/gpuops/sglang/server.json', 'presets': ['sglang']}
+
+
+@pytest.mark.parametrize('gpus', [[0, 1, 2, 3, 4, 5, 6, 7], [], [1, 1]])
+def test_a_server_that_needs_gpus_the_node_lacks_is_refused(gpus):
+    with pytest.raises(server_info.sglang.ActionFailed) as e:
+        server_info.refusals({'gpus': gpus}, P, _Deps(4))
+    assert 'but NVML sees 4 GPU(s) on this node (indices 0 to 3); refusing before the running server is touched.' \
+        in e.value.msg and e.value.result == {'gpu_count': 4}
+
+
+def test_a_port_that_only_the_replaced_server_holds_passes_and_another_holder_is_named(monkeypatch):
+    found = {'servers': [{'pid': 4200, 'tree': [{'pid': 4200}, {'pid': 4201}]}],
+             'port': {'listening': True, 'holders': [{'pid': 4200, 'cmdline': 'python -m sglang.launch_server'}]}}
+    asked = []
+    monkeypatch.setattr(server_info.sglang, 'find', lambda p, deps: asked.append(p) or found)
+    assert server_info.refusals({'gpus': [0, 1], 'port': 30000, 'bind_host': '127.0.0.1', 'owners': ['root']}, P,
+                                _Deps(4)) == {'gpu_count': 4, 'port': found['port']}
+    assert (asked[0]['port'], asked[0]['bind_host'], asked[0]['owners']) == (30000, '127.0.0.1', ['root'])
+    found['port']['holders'].append({'pid': 5100, 'cmdline': 'nc -l 30000'})
+    with pytest.raises(server_info.sglang.ActionFailed) as e:
+        server_info.refusals({'port': 30000}, P, _Deps())
+    assert e.value.msg.startswith('Port 30000 is held by process 4200, 5100, which is not an SGLang server that this '
+                                  'launch replaces: python -m sglang.launch_server; nc -l 30000. Free the port')
+    found['port']['holders'] = []
+    with pytest.raises(server_info.sglang.ActionFailed, match='held by a process this node does not name, which'):
+        server_info.refusals({'port': 30000}, P, _Deps())
