@@ -206,11 +206,20 @@ def gpu_count(deps):
                                   % e)
 
 
+def _listdir(path):
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
 def refusals(options, p, deps):
     """Refuse a restart that the node cannot take, before anything is touched (ActionFailed): OPTIONS ``gpus``, the
     GPU indices the server would need, which NVML must show, each once; ``port`` (with ``bind_host``), which only a
     process of a server that the restart replaces (a server of ``owners``, its tree) may hold - another program there,
-    or another user's, would take the new server's port. The checks made: ``gpu_count``, ``port``."""
+    or another user's, would take the new server's port; ``model``: its ``path`` must exist, or, for a ``hub`` ID
+    that the server may not download (``offline``), a snapshot must be in its ``cache`` (the server's ``user``'s, in
+    ``hf_home``). The checks made: ``gpu_count``, ``port``."""
     out = {}
     gpus = options.get('gpus')
     if gpus is not None:
@@ -220,6 +229,18 @@ def refusals(options, p, deps):
                 'The server would need GPU(s) %s (tp_size x dp_size from base_gpu_id in steps of gpu_id_step, or '
                 'sglang_launch_gpus), but NVML sees %d GPU(s) on this node (indices 0 to %d); refusing before the '
                 'running server is touched.' % (', '.join(str(i) for i in gpus), count, count - 1), out)
+    model = options.get('model') or {}
+    if model.get('hub'):
+        snapshots = os.path.join(model['cache'], 'snapshots')
+        if model.get('offline') and not [n for n in _listdir(snapshots) if os.path.isdir(os.path.join(snapshots, n))]:
+            raise sglang.ActionFailed(
+                'The model %s is a HuggingFace hub ID that is not in the cache of the server\'s user %s (no snapshot under '
+                '%s), and HF_HUB_OFFLINE in sglang_launch_environment forbids downloading it. Download it into that cache '
+                '(HF_HOME is %s) or point sglang_launch_model_path at a local directory; refusing before the running '
+                'server is touched.' % (model['path'], model.get('user'), snapshots, model.get('hf_home')), out)
+    elif model.get('path') and not os.path.exists(model['path']):
+        raise sglang.ActionFailed('The model path %s does not exist on this host; refusing before the running server is '
+                                  'touched.' % model['path'], out)
     if options.get('port'):
         found = sglang.find(dict(_FIND, record_path=p['record_path'], presets=p['presets'], port=options['port'],
                                  bind_host=options.get('bind_host'), owners=options.get('owners') or []), deps)

@@ -130,6 +130,12 @@ options:
         type: list
         elements: str
         default: []
+      model:
+        description:
+          - The model the new server loads - its C(path) must exist; for a HuggingFace C(hub) ID that the server may
+            not download (C(offline)), a snapshot must be in its C(cache) (the hub cache of the server's C(user), in
+            C(hf_home)).
+        type: dict
   unit_files:
     description:
       - With O(config), the unit files a launch under systemd would write over or migrate, read here (RV(unit_files)).
@@ -387,7 +393,8 @@ def main():
                 mounts=dict(type='list', elements='path', default=[]))),
             refuse=dict(type='dict', options=dict(gpus=dict(type='list', elements='int'), port=dict(type='int'),
                                                   bind_host=dict(type='str'),
-                                                  owners=dict(type='list', elements='str', default=[]))),
+                                                  owners=dict(type='list', elements='str', default=[]),
+                                                  model=dict(type='dict'))),
             unit_files=dict(type='dict', options=dict(path=dict(type='path', required=True),
                                                       old_path=dict(type='path', required=True),
                                                       mark=dict(type='str', required=True),

@@ -326,3 +326,21 @@ def test_a_port_that_only_the_replaced_server_holds_passes_and_another_holder_is
     found['port']['holders'] = []
     with pytest.raises(server_info.sglang.ActionFailed, match='held by a process this node does not name, which'):
         server_info.refusals({'port': 30000}, P, _Deps())
+
+
+def test_a_model_path_that_does_not_exist_is_refused(tmp_path):
+    with pytest.raises(server_info.sglang.ActionFailed, match=r'The model path .*/gone does not exist on this host'):
+        server_info.refusals({'model': {'path': str(tmp_path / 'gone'), 'hub': False}}, P, _Deps())
+    assert server_info.refusals({'model': {'path': str(tmp_path), 'hub': False}}, P, _Deps()) == {}
+
+
+def test_a_hub_model_that_may_not_be_downloaded_must_be_cached(tmp_path):
+    model = {'path': 'moonshotai/Kimi-K2.5', 'hub': True, 'cache': str(tmp_path / 'models--moonshotai--Kimi-K2.5'),
+             'offline': True, 'user': 'sglang', 'hf_home': str(tmp_path)}
+    with pytest.raises(server_info.sglang.ActionFailed) as e:
+        server_info.refusals({'model': model}, P, _Deps())
+    assert e.value.msg.startswith("The model moonshotai/Kimi-K2.5 is a HuggingFace hub ID that is not in the cache of "
+                                  "the server's user sglang (no snapshot under %s/snapshots)" % model['cache'])
+    assert server_info.refusals({'model': dict(model, offline=False)}, P, _Deps()) == {}
+    os.makedirs(os.path.join(model['cache'], 'snapshots', '0123abcd'))
+    assert server_info.refusals({'model': model}, P, _Deps()) == {}
