@@ -242,7 +242,8 @@ def refusals(options, p, deps):
         raise sglang.ActionFailed('The model path %s does not exist on this host; refusing before the running server is '
                                   'touched.' % model['path'], out)
     if options.get('port'):
-        found = sglang.find(dict(_FIND, record_path=p['record_path'], presets=p['presets'], port=options['port'],
+        # the servers a restart replaces: the recorded one, and those started by hand (the stop's sglang preset)
+        found = sglang.find(dict(_FIND, record_path=p['record_path'], presets=['sglang'], port=options['port'],
                                  bind_host=options.get('bind_host'), owners=options.get('owners') or []), deps)
         out['port'] = found['port']
         holders = [h['pid'] for h in found['port']['holders']]
