@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Mapping
 
 import jinja2
 import pytest
@@ -191,32 +190,9 @@ def test_a_crashed_run_gets_a_line_and_so_does_an_unknown_count_of_a_running_ser
     ]
 
 
-class HostVarsVars(Mapping):
-    """A host's variables as hostvars gives them: a read templates the variable (here: counts the read), ``in``
-    does not, and any other variable fails as one that cannot be templated would."""
-
-    def __init__(self, data):
-        self.data, self.reads = dict(data, broken='{{ undefined }}'), {}
-
-    def __getitem__(self, key):
-        if key == 'broken':
-            raise AssertionError('read a variable other than gpuops_extraction_status: %s' % key)
-        self.reads[key] = self.reads.get(key, 0) + 1
-        return self.data[key]
-
-    def __contains__(self, key):
-        return key in self.data
-
-    def __iter__(self):
-        raise AssertionError('listed every variable of the host')
-
-    def __len__(self):
-        return len(self.data)
-
-
-def test_only_the_fact_is_read_once():
-    hostvars = {'node1': HostVarsVars({'gpuops_extraction_status': status(state='down', in_flight_error=UNKNOWN)}),
-                'node2': HostVarsVars({})}
+def test_only_the_fact_is_read_once(host_vars):
+    hostvars = {'node1': host_vars({'gpuops_extraction_status': status(state='down', in_flight_error=UNKNOWN)}),
+                'node2': host_vars({})}
 
     lines = extraction_status(['node1', 'node2'], hostvars)
 
