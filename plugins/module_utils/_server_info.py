@@ -57,15 +57,15 @@ def _image_id(p, deps):
     return out.strip() if rc == 0 and out.strip() else None
 
 
-def observe(p, deps):
+def observe(p, deps, checked=None):
     """What makes a server stale, read on the node now: the SGLang release (run by P's interpreter as run_as, never
-    as root) and, in a dumping mode, the dump patch's digest; a container image's ID instead of both; the model's
-    fingerprint."""
+    as root; CHECKED's, the parser's check of the command, where it ran) and, in a dumping mode, the dump patch's
+    digest; a container image's ID instead of both; the model's fingerprint."""
     now = {}
     if p.get('container'):
         now['image'] = _image_id(p, deps)
     else:
-        found = sglang.release(p, deps)
+        found = checked or sglang.release(p, deps)
         now['sglang'] = found['release']
         patch = p.get('dump_patch')
         if patch and found.get('package'):
@@ -289,16 +289,29 @@ def untrusted_mounts(found):
     return '; '.join(said) + '.' if said else None
 
 
+def check_command(p, deps):
+    """P's command through the installed SGLang's own parser (_sglang.check_args), run by P's interpreter as run_as
+    (or in P's container image), with P's environment and the command's secret one: the command line, its argument
+    files by name, the release, and what the server will report in /server_info. Nothing is written."""
+    command = dict(p['command'], environment=p.get('environment') or {})
+    sglang.refuse_bad_command(command)
+    return sglang.check_args(sglang.merged(dict(p, **command)), deps)
+
+
 def info(p, deps):
-    """The node's record and SGLang servers; with P's config, what the node has now and the plan (see plan). The
-    recorded server's /health is asked only where it decides the plan - it runs, and nothing else makes it restart:
-    on SGLang /health generates a token, which a patched server in a dumping mode dumps into its run."""
+    """The node's record and SGLang servers; with P's command, its check (check_command); with P's config, what the
+    node has now and the plan (see plan). The recorded server's /health is asked only where it decides the plan - it
+    runs, and nothing else makes it restart: on SGLang /health generates a token, which a patched server in a dumping
+    mode dumps into its run."""
+    checked = check_command(p, deps) if p.get('command') else None
     record = sglang._record(p)
     found = sglang.find(dict(_FIND, **p), deps, record=record)
     server, down = _server(record, found, p)
     result = {'record': record, 'server': server,
               'servers': found['servers'], 'elsewhere': found['elsewhere'], 'others': found['others'],
               'gateways': found['gateways']}
+    if checked is not None:
+        result['command'] = checked
     if p.get('extraction'):
         result['extraction'] = extraction_status(record, server, p, deps)
     if p.get('config') is None:
@@ -314,7 +327,7 @@ def info(p, deps):
         units = p['unit_files']
         result['unit_files'] = dict((path, unit_kind(path, units['mark'], units['old_description']))
                                     for path in (units['path'], units['old_path']))
-    after = dict(desired(p), **observe(p, deps))
+    after = dict(desired(p), **observe(p, deps, checked))
     before = record.get('identity') or {}
     needs, reasons, changes = plan(record, down, before, after, p.get('restart'), p.get('config_hash'))
     if not needs:

@@ -34,17 +34,18 @@ from ansible_collections.gpuops.host.plugins.module_utils import _extraction as 
 from ansible_collections.gpuops.host.plugins.module_utils import _lock as locks
 from ansible_collections.gpuops.host.plugins.module_utils import _manifest as manifests
 from ansible_collections.gpuops.host.plugins.module_utils import _writers as writers
+from ansible_collections.gpuops.host.plugins.module_utils._timeline import Timeline
 from ansible_collections.gpuops.host.plugins.module_utils._namespaces import Place
 from ansible_collections.gpuops.host.plugins.module_utils._nvml import NvmlError
 from ansible_collections.gpuops.host.plugins.module_utils._reap import ReapFailure
 from ansible_collections.gpuops.host.plugins.module_utils._reap_options import PRESETS, ReapError
 from ansible_collections.gpuops.host.plugins.module_utils._verify import SelectionError
 
-ACTIONS = ('find', 'release', 'render', 'check_args', 'drain', 'ready', 'check_environ', 'probe', 'check_info',
-           'settle', 'stop')
 # The options of gpu_reap that the stop sets itself: the selectors (from its own presets, patterns, pids, owners and the
 # record's run marker), the wait before SIGKILL (stop_timeout) and the verification (its own verify option).
 STOP_SETS = ('patterns', 'presets', 'environ', 'pids', 'users', 'term_timeout', 'verify')
+# What the probe of an extraction run asks: its prefill is dumped.
+PROBE_PROMPT = 'The hidden states of this prompt are dumped to check the extraction run.'
 # Parents of a server that are no wrapper which could start it again: init systems and container shims.
 _NO_RESPAWNER = frozenset(('systemd', 'init', 'tini', 'dumb-init', 'catatonit', 'conmon', 'containerd-shim',
                            'containerd-shim-runc-v2', 'docker-init'))
@@ -121,7 +122,7 @@ def _client(p, deps, tie=None):
     """The client for P's server; with TIE (own_listener's), every keyed request first checks that it still holds
     (_sglang_procs.Guard)."""
     if not p.get('url'):
-        raise ActionFailed('action %s needs url' % p['action'])
+        raise ActionFailed('no url: the server\'s base URL is needed to reach it')
     guard = sprocs.Guard(deps.procfs, tie) if tie else None
     return shttp.Client(p['url'], api_key=p.get('api_key'), opener=deps.opener, guard=guard)
 
@@ -163,43 +164,14 @@ def _rendered(p):
             'secret_args': sorted(hidden)}
 
 
-def _write(files, deps):
-    """Write each argument file (mode 0600, atomically) whose content differs; the paths written (in check
-    mode, that would be written). A missing parent directory is created with mode 0700: the files hold secrets."""
-    written = []
-    for path in sorted(files):
-        try:
-            with open(path) as f:
-                if f.read() == files[path]:
-                    continue
-        except (IOError, OSError):
-            pass
-        written.append(path)
-        if deps.check_mode:
-            continue
-        parent = os.path.dirname(path) or '.'
-        if not os.path.isdir(parent):
-            os.makedirs(parent, 0o700)
-        fd, tmp = _mkstemp(parent)
-        try:
-            with os.fdopen(fd, 'w') as f:
-                f.write(files[path])
-            os.rename(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-    return written
-
-
-def _public(out, written):
+def _public(out):
     result = dict((k, v) for k, v in out.items() if k not in ('files', 'hidden'))
-    return dict(result, files=sorted(out['files']), written=written, changed=bool(written))
+    return dict(result, files=sorted(out['files']))
 
 
-def render(p, deps):
-    """The command line, without touching anything."""
-    return _public(_rendered(p), [])
+def render(p):
+    """The command line, its argument files by name, the GPUs it occupies: pure, nothing read or touched."""
+    return _public(_rendered(p))
 
 
 # The container's shell reads the environment from the 0600 file: an engine's --env-file or -e would copy every
@@ -315,8 +287,8 @@ def release(p, deps):
 
 
 def check_args(p, deps):
-    """The whole command line through the installed SGLang's own parser, without launching anything; then
-    write its argument files. The check reads the files from a private temporary directory, and secret
+    """The whole command line through the installed SGLang's own parser, without launching anything or writing a
+    file of the server (argument_files). The check reads the files from a private temporary directory, and secret
     arguments reach it only through such a file, never through its command line. On the host it runs as the
     run_as user, isolated (_run_python): root runs nothing of the server's Python."""
     redact = _redactor(p)
@@ -332,22 +304,27 @@ def check_args(p, deps):
     try:
         found = sargs.check_result(rc, stdout, stderr, redact.argv(sargs.render_flags(args)), redact, p['python'])
     except sargs.ArgsError as e:
-        raise ActionFailed(str(e), dict(_public(out, []), rc=rc))
+        raise ActionFailed(str(e), dict(_public(out), rc=rc))
     parsed = found.get('parsed')
     if parsed is None:
         # An SGLang without ServerArgs.add_cli_args: expect the values as given.
         parsed = dict((k, v) for k, v in args.items() if v is not False and v is not None)
     expected = dict((k, v) for k, v in parsed.items() if k not in out['secret_args'] and not sargs.SECRET_NAME.search(k))
     keys = found.get('config_keys') or {}
-    if keys:
-        # The release refuses these keys in a file; the files get the spellings it accepted.
-        files = {}
-        for path in out['files']:
-            subset = args if p.get('config_file') else out['hidden']
-            files[path] = sargs.dump_yaml(sargs.render_config(subset, keys))
-        out = dict(out, files=files)
-    return dict(_public(out, _write(out['files'], deps)), release=found['release'], package=found.get('package'),
-                expected_info=expected, config_keys=keys)
+    return dict(_public(out), release=found['release'], package=found.get('package'), expected_info=expected,
+                config_keys=keys)
+
+
+def argument_files(p, keys=None):
+    """The argument files of P's command line, path -> content: the --config file of every argument (config_file),
+    or of the secret ones (secrets_path). KEYS (check_args' ``config_keys``) renames the keys that the installed
+    release refuses in a file."""
+    out = _rendered(p)
+    if not keys:
+        return out['files']
+    args = dict(p.get('server_args') or {})
+    subset = args if p.get('config_file') else out['hidden']
+    return dict((path, sargs.dump_yaml(sargs.render_config(subset, keys))) for path in out['files'])
 
 
 def _mkstemp(tmpdir):
@@ -1008,26 +985,25 @@ def _main_process(p, deps):
 
 
 # The options of the stop, which P['stop'] holds for a stop made by ready, or by stop itself.
-STOP_KEYS = ('record_path', 'presets', 'patterns', 'pids', 'owners', 'default_url', 'api_key', 'timeout', 'interval',
-             'request_timeout', 'force', 'stop_timeout', 'disable_supervisors', 'reap', 'verify', 'settle',
-             'active_window', 'cut_active_run', 'dump_patterns', 'lock')
-
-
 def stopping(p):
     """P with the stop's options of P['stop'] in place of its own, where it has them."""
     return merged(dict(p, **p['stop'])) if p.get('stop') else p
 
 
-def ready(p, deps):
+def ready(p, deps, actions=None):
     """With P['stop'], stop what runs first (stop, with those options): then nothing but this call runs between the
     old server's exit and the new server's start. With P['start'], start the server (_start); then wait until it
     answers ready (_ready). What the stop found (``stopped``, its summary and lines) and what the start did (its
     wall-clock moment, ``started``; ``unit_written``) are in the result, in a failure too; a failure of the stop
-    itself says so (``stop_failed``, with ``signalled`` and ``lock_lost``)."""
+    itself says so (``stop_failed``, with ``signalled`` and ``lock_lost``). ACTIONS (a _timeline.Timeline) gets
+    each step with its seconds."""
+    actions = actions or Timeline(deps.clock)
     stopped = None
     if p.get('stop') is not None:
         try:
-            stopped = stop(stopping(p), deps)
+            with actions.step('stop') as entry:
+                stopped = stop(stopping(p), deps)
+                entry['servers'] = [s['pid'] for s in stopped.get('servers') or []]
         except ActionFailed as e:
             raise ActionFailed(e.msg, {'stop_failed': True, 'stopped': e.result, 'ready': False, 'pid': None,
                                        'signalled': e.result.get('signalled', False),
@@ -1039,7 +1015,7 @@ def ready(p, deps):
                          gpus_verified=stopped['summary']['gpus_verified'])
             p = dict(p, record=dict(p['record'], entry=entry))
     try:
-        result = _started(p, deps)
+        result = _started(p, deps, actions)
     except ActionFailed as e:
         if stopped is not None:
             e.result['stopped'] = stopped
@@ -1051,19 +1027,21 @@ def ready(p, deps):
     return result
 
 
-def _started(p, deps):
+def _started(p, deps, actions):
     started = {}
     if p.get('start') is not None:
         started['started'] = int(deps.wall_clock())
         try:
-            started.update(starts.start(p['start'], deps.run))
+            with actions.step('start', kind=p['start']['kind']) as entry:
+                started.update(starts.start(p['start'], deps.run))
+                entry['pid'] = started.get('pid')
         except starts.StartFailed as e:
             failure = dict(e.result, ready=False, died=True, pid=None, log_tail=[], started=started['started'])
             raise ActionFailed(_redactor(p)(e.msg), failure)
         p = dict(p, pid=started.get('pid'), main_process_of=started.get('main_process_of'))
     kept = dict((k, v) for k, v in started.items() if k in ('started', 'unit_written'))
     try:
-        result = _ready(p, deps, kept)
+        result = _ready(p, deps, kept, actions)
     except ActionFailed as e:
         e.result.update(kept)
         raise
@@ -1071,7 +1049,8 @@ def _started(p, deps):
     return result
 
 
-def _ready(p, deps, started=None):
+def _ready(p, deps, started=None, actions=None):
+    actions = actions or Timeline(deps.clock)
     client = _client(p, deps)
     redact = _redactor(p)
     pid = p.get('pid') or (_main_process(p, deps) if p.get('main_process_of') else None)
@@ -1082,9 +1061,11 @@ def _ready(p, deps, started=None):
             pid, '. Last %d lines of %s:\n%s' % (len(tail), p['log_path'], '\n'.join(tail)) if tail else ''),
             {'ready': False, 'died': True, 'log_tail': tail, 'pid': pid})
     start = proc.start if proc else None
-    result = shttp.wait_ready(client, p['path'], p['timeout'], p['interval'], p['request_timeout'],
-                              (lambda: sprocs.alive(deps.procfs, pid, start)) if pid else (lambda: True),
-                              deps.clock, deps.sleep)
+    with actions.step('wait', path=p['path']) as entry:
+        result = shttp.wait_ready(client, p['path'], p['timeout'], p['interval'], p['request_timeout'],
+                                  (lambda: sprocs.alive(deps.procfs, pid, start)) if pid else (lambda: True),
+                                  deps.clock, deps.sleep)
+        entry['ready'] = result['ready']
     result['last'] = redact(result['last'])
     result['pid'] = pid
     tie = _tied(p, deps, pid, p['url']) if pid else None
@@ -1098,11 +1079,13 @@ def _ready(p, deps, started=None):
                           seconds_to_ready=round(age if age is not None else result['seconds'], 1))
         if p.get('checks') is not None:
             began = deps.clock()
-            result['checks'] = post_checks(p, deps, pid, p['checks'], result)
+            result['checks'] = post_checks(p, deps, pid, p['checks'], result, actions)
             result['checks_seconds'] = round(deps.clock() - began, 2)
         if p.get('record') is not None and pid:
             try:
-                result['record_written'] = records.commit(p['record'], dict(result, **(started or {})), deps.wall_clock())
+                with actions.step('record', path=p['record']['path']):
+                    result['record_written'] = records.commit(p['record'], dict(result, **(started or {})),
+                                                              deps.wall_clock())
             except records.RecordError as e:
                 raise ActionFailed('the SGLang server %d passed its checks but cannot be recorded: %s' % (pid, e),
                                    dict(result, ready=True, check='record'))
@@ -1182,7 +1165,7 @@ def check_info(p, deps):
     return result
 
 
-def post_checks(p, deps, pid, options, ready_result=None):
+def post_checks(p, deps, pid, options, ready_result=None, actions=None):
     """The checks of the SGLang server PID once it answers ready, in order, each on the server's own listener: with
     OPTIONS['dump_dir'], the dump directory in the environment of the main process and every scheduler (one per GPU),
     then a probe request whose own dump must appear there; with OPTIONS['expected_info'], /server_info against the
@@ -1190,6 +1173,7 @@ def post_checks(p, deps, pid, options, ready_result=None):
     each check found; ActionFailed at the first that fails, its result saying which (check) and that the server answered
     ready (ready, pid): the caller stops it."""
     done = {}
+    actions = actions or Timeline(deps.clock)
     base = dict(p, api_key=options.get('api_key') or None, pid=pid)
 
     def failed(name, error):
@@ -1204,20 +1188,22 @@ def post_checks(p, deps, pid, options, ready_result=None):
                                                      schedulers=max(len(options.get('gpus') or ()), 1))))
         steps.append(('probe', probe, dict(base, dump_dir=options['dump_dir'], timeout=options['probe_timeout'],
                                            interval=0.5, rid=None,
-                                           prompt=options.get('prompt') or p.get('prompt'))))
+                                           prompt=options.get('prompt') or PROBE_PROMPT)))
     if options.get('expected_info') is not None:
         steps.append(('info', check_info, dict(base, expect=options['expected_info'], request_timeout=30)))
     for name, step, params in steps:
         try:
-            done[name] = step(params, deps)
+            with actions.step('check', check=name):
+                done[name] = step(params, deps)
         except ActionFailed as e:
             failed(name, e)
     gpus = options.get('gpus') or []
     report = error = None
-    try:
-        report = checks.read(options, deps.open_nvml, deps.warn)
-    except checks.Unreadable as e:
-        error = str(e)
+    with actions.step('check', check='gpus'):
+        try:
+            report = checks.read(options, deps.open_nvml, deps.warn)
+        except checks.Unreadable as e:
+            error = str(e)
     why = checks.occupancy_failure(gpus, report, error, options.get('min_used_mib') or checks.MIN_USED_MIB)
     done['gpus'] = {'gpus': gpus, 'idle': checks.idle(report, gpus, options.get('min_used_mib') or checks.MIN_USED_MIB),
                     'error': error}
@@ -1226,14 +1212,20 @@ def post_checks(p, deps, pid, options, ready_result=None):
     return done
 
 
-_PERFORM = {'find': find, 'release': release, 'render': render, 'check_args': check_args, 'drain': drain,
-            'ready': ready, 'check_environ': check_environ, 'probe': probe, 'check_info': check_info,
-            'settle': settle, 'stop': stop}
+def command_options():
+    """The options that name a server's command line, as every module of the collection takes them (its ``command``
+    option): the arguments, the secret ones apart (no_log), and where the --config files go."""
+    return dict(server_args=dict(type='dict', default={}),
+                secret_server_args=dict(type='dict', default={}, no_log=True),
+                secret_args=dict(type='list', elements='str', default=[], no_log=False),
+                config_file=dict(type='bool', default=False),
+                config_path=dict(type='path'),
+                secrets_path=dict(type='path'))
 
 
-def perform(params, deps):
-    """Run the action PARAMS['action']; a dict of results, or ActionFailed. A secret in an option that the
-    invocation log shows as given is refused before anything else is done."""
+def refuse_bad_command(params):
+    """ActionFailed where PARAMS (a command's options) name a server argument that is no plain name, or carry a secret
+    in an option that the invocation log shows as given: checked before anything else is done."""
     names = sorted(set(params.get('server_args') or {}) | set(params.get('secret_server_args') or {}))
     bad = [n for n in names if not sargs.ARG_NAME.match(n)]
     if bad:
@@ -1244,6 +1236,3 @@ def perform(params, deps):
         raise ActionFailed('%s: secret value(s) in an option that the module logs as given (syslog or the journal); '
                            'pass secret server arguments in secret_server_args and secret variables in '
                            'secret_environment, which are never logged' % ', '.join(leaked), {'leaked': leaked})
-    if params['action'] == 'stop':
-        params = stopping(params)
-    return _PERFORM[params['action']](merged(params), deps)

@@ -107,6 +107,60 @@ options:
         type: list
         elements: path
         default: []
+      options:
+        description:
+          - More options of the engine's C(run) for the parser's check of O(command) in the image (C(--volume=...) for the
+            model and the run directory).
+        type: list
+        elements: str
+        default: []
+  command:
+    description:
+      - The new server's command line, checked with the installed SGLang's own parser
+        (C(sglang.srt.server_args.prepare_server_args), what C(sglang serve) runs), without launching anything or writing
+        any file of the server - run by O(python) as O(run_as)'s user, isolated (C(-I)), or in the image of O(container).
+        Unknown, ambiguous (the parser accepts unambiguous abbreviations) and badly-valued arguments fail the module with
+        SGLang's own message, before anything is touched. The release it reads serves the plan (RV(current)); RV(command)
+        has the rest.
+      - Secret arguments never go onto the command line, which every user of the host can read - with
+        O(command.config_file) every argument is in the C(--config) file O(command.config_path); otherwise the secret ones
+        are in the C(--config) file O(command.secrets_path). The check reads them from temporary files of its own.
+      - O(command.server_args) and O(environment) are logged as given (syslog, or the journal), so a value there that is
+        a secret (a name with C(key), C(token), C(secret) or C(password), or listed in O(command.secret_args)) is refused
+        before anything is done.
+    type: dict
+    suboptions:
+      entry_module:
+        description: The module that C(python -m) runs.
+        type: str
+        default: sglang.launch_server
+      server_args:
+        description: The server's arguments by SGLang's own names (C(model_path), C(tp_size)), secrets apart.
+        type: dict
+        default: {}
+      secret_server_args:
+        description: The secret arguments (C(api_key)), never logged, never on a command line.
+        type: dict
+        default: {}
+      secret_args:
+        description: More argument names whose values are secrets.
+        type: list
+        elements: str
+        default: []
+      secret_environment:
+        description: The server's secret environment, which the parser's check runs with too; never logged.
+        type: dict
+        default: {}
+      config_file:
+        description: Every argument in the C(--config) file O(command.config_path), none on the command line.
+        type: bool
+        default: false
+      config_path:
+        description: The C(--config) file of O(command.config_file).
+        type: path
+      secrets_path:
+        description: The C(--config) file of the secret arguments.
+        type: path
   refuse:
     description:
       - With O(config), where the plan restarts the server - refuse, before anything is touched, a restart that the node
@@ -252,6 +306,52 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+command:
+  description: With O(command) - the command line as the installed SGLang's parser checked it.
+  returned: command is set
+  type: dict
+  contains:
+    argv:
+      description: The command line, interpreter first; secret arguments are never on it.
+      type: list
+      elements: str
+      sample: [/opt/sglang/bin/python, -m, sglang.launch_server, --model-path, /models/qwen, --tp-size, "4"]
+    server_argv:
+      description: The server's arguments alone.
+      type: list
+      elements: str
+      sample: [--model-path, /models/qwen, --tp-size, "4"]
+    files:
+      description: The argument files the command line names (C(--config)), which M(gpuops.host.sglang_server) writes.
+      type: list
+      elements: str
+      sample: [/var/lib/gpuops/sglang/runs/tuning-20260101T000000Z-node1-3f9a2c1b/secret-args.yaml]
+    expected_gpus:
+      description: The NVML indices of the GPUs the server will occupy (its tensor x data parallel size, C(base_gpu_id), C(CUDA_VISIBLE_DEVICES)).
+      type: list
+      elements: int
+      sample: [0, 1, 2, 3]
+    secret_args:
+      description: The names of the arguments kept off the command line.
+      type: list
+      elements: str
+      sample: [api_key]
+    release:
+      description: The installed SGLang's version.
+      type: str
+      sample: 0.5.23
+    package:
+      description: The directory of the C(sglang) package that O(python) imports (with O(pythonpath)).
+      type: str
+      sample: /opt/sglang/lib/python3.11/site-packages/sglang
+    expected_info:
+      description: The values the server will report in C(/server_info), secrets left out, by name (M(gpuops.host.sglang_server)'s O(gpuops.host.sglang_server#module:checks.expected_info)).
+      type: dict
+      sample: {cuda_graph_max_bs_decode: 160, mem_fraction_static: 0.92}
+    config_keys:
+      description: The file keys the installed release accepts where they differ from the argument's name (M(gpuops.host.sglang_server)'s O(gpuops.host.sglang_server#module:command.config_keys)).
+      type: dict
+      sample: {}
 record:
   description: The record as read; empty where there is none.
   returned: success
@@ -371,7 +471,7 @@ from ansible_collections.gpuops.host.plugins.module_utils._checks import Unreada
 from ansible_collections.gpuops.host.plugins.module_utils._nvml import HAS_PYNVML, Nvml
 from ansible_collections.gpuops.host.plugins.module_utils._procs import ProcFS
 from ansible_collections.gpuops.host.plugins.module_utils._server_info import info
-from ansible_collections.gpuops.host.plugins.module_utils._sglang import ActionFailed, Deps
+from ansible_collections.gpuops.host.plugins.module_utils._sglang import ActionFailed, Deps, command_options, secrets_of
 
 
 def main():
@@ -390,7 +490,11 @@ def main():
             container=dict(type='dict', options=dict(
                 engine=dict(type='str', choices=['docker', 'podman'], default='docker'),
                 image=dict(type='str', required=True),
-                mounts=dict(type='list', elements='path', default=[]))),
+                mounts=dict(type='list', elements='path', default=[]),
+                options=dict(type='list', elements='str', default=[]))),
+            command=dict(type='dict', options=dict(
+                command_options(), entry_module=dict(type='str', default='sglang.launch_server'),
+                secret_environment=dict(type='dict', default={}, no_log=True))),
             refuse=dict(type='dict', options=dict(gpus=dict(type='list', elements='int'), port=dict(type='int'),
                                                   bind_host=dict(type='str'),
                                                   owners=dict(type='list', elements='str', default=[]),
@@ -411,6 +515,12 @@ def main():
         ),
         supports_check_mode=True,
     )
+    if module.params['command'] and module.params['command']['config_file'] and not module.params['command']['config_path']:
+        module.fail_json(msg='command.config_file is true but command.config_path is not set')
+    # Masked in messages and results; values of under 4 characters (HF_HUB_OFFLINE=1) are masked nowhere: masking them
+    # would garble every number.
+    module.no_log_values.update(secrets_of(module.params['command'] or {}))
+    module.no_log_values.difference_update([v for v in module.no_log_values if len(v) < 4])
     if not module.params['request_timeout'] > 0:
         module.fail_json(msg='request_timeout must be more than 0, got %r' % module.params['request_timeout'])
     if not 0 < module.params['rate_window'] < float('inf'):

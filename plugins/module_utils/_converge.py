@@ -1,0 +1,109 @@
+# Copyright: (c) 2026, gpuops maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""gpuops.host.sglang_server's states on plain values and injected collaborators (_sglang.Deps).
+
+    result = converge(params, deps)
+
+``started``: this run's directory of secret files (_run_dir), then in one call the stop of what runs, the start of
+the new server under its supervisor, the wait until it answers ready, its checks and its record (_sglang.ready).
+``stopped``: the stop of every server of the node (_sglang.stop). Each result has ``actions`` (_timeline: the steps
+taken, in order, with their seconds; in a failure too) and, for ``started``, ``diff``: the recorded server's identity
+before, the new record's after. In check mode ``started`` reads what the stop would stop, signals and writes nothing,
+and returns the steps it would take (``would``) with ``changed`` true.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.gpuops.host.plugins.module_utils import _run_dir as run_dirs
+from ansible_collections.gpuops.host.plugins.module_utils import _server_config as config
+from ansible_collections.gpuops.host.plugins.module_utils import _sglang as sglang
+from ansible_collections.gpuops.host.plugins.module_utils._timeline import Timeline
+
+STATES = ('started', 'stopped')
+
+
+def _record_path(p):
+    return (p.get('record') or {}).get('path') or (p.get('stop') or {}).get('record_path') or p.get('record_path')
+
+
+def diff(p):
+    """Before: the identity of the server recorded now; after: that of the record this start writes."""
+    path = _record_path(p)
+    before = (sglang._record({'record_path': path}) if path else {}) or {}
+    after = ((p.get('record') or {}).get('fields') or {})
+    return {'before_header': '%s (recorded)' % path if path else 'recorded', 'after_header': 'started',
+            'before': config.render(before.get('identity')) if before.get('status') == 'ok' else '',
+            'after': config.render(after.get('identity'))}
+
+
+def _arguments(p):
+    command = p.get('command')
+    if not command:
+        return {}
+    return sglang.argument_files(sglang.merged(dict(command, python='python', entry_module='sglang')),
+                                 command.get('config_keys'))
+
+
+def _would(p, deps, timeline):
+    """What started would do, in check mode: the stop's own check-mode reading, then the steps not taken."""
+    result = {'changed': True, 'ready': False, 'pid': None}
+    if p.get('stop') is not None:
+        # the lock guards what is done: a reading takes and checks none
+        stopping = sglang.stopping(dict(p, stop=dict(p['stop'], lock=None)))
+        with timeline.step('stop', check_mode=True) as entry:
+            result['stopped'] = sglang.stop(stopping, deps)
+            entry['servers'] = [s['pid'] for s in result['stopped'].get('servers') or []]
+    timeline.would('start', kind=p['start']['kind'])
+    timeline.would('wait', path=p['path'])
+    checks = p.get('checks') or {}
+    names = (['environ', 'probe'] if checks.get('dump_dir') else []) + \
+        (['info'] if checks.get('expected_info') is not None else []) + (['gpus'] if p.get('checks') else [])
+    for name in names:
+        timeline.would('check', check=name)
+    if p.get('record') is not None:
+        timeline.would('record', path=p['record']['path'])
+    return result
+
+
+def started(p, deps):
+    timeline = Timeline(deps.clock)
+    changes = diff(p)
+    try:
+        if p.get('run_dir') is not None:
+            with timeline.step('run_dir', path=p['run_dir']['path']) as entry:
+                try:
+                    entry['files'] = run_dirs.prepare(p['run_dir'], _arguments(p), deps.check_mode)
+                except run_dirs.RunDirError as e:
+                    raise sglang.ActionFailed('%s; the running server was not touched' % e, {'signalled': False})
+        if deps.check_mode:
+            result = _would(p, deps, timeline)
+        else:
+            result = sglang.ready(p, deps, timeline)
+    except sglang.ActionFailed as e:
+        e.result.update(actions=timeline.done, diff=changes)
+        raise
+    result.update(actions=timeline.done, diff=changes)
+    return result
+
+
+def stopped(p, deps):
+    timeline = Timeline(deps.clock)
+    try:
+        with timeline.step('stop') as entry:
+            found = sglang.stop(sglang.stopping(p), deps)
+            entry['servers'] = [s['pid'] for s in found.get('servers') or []]
+    except sglang.ActionFailed as e:
+        e.result['actions'] = timeline.done
+        raise
+    found['actions'] = timeline.done
+    return found
+
+
+def converge(params, deps):
+    """PARAMS['state'] reached; a dict of results, or _sglang.ActionFailed. The command's options are checked first."""
+    if params.get('command'):
+        sglang.refuse_bad_command(params['command'])
+    p = sglang.merged(params)
+    return stopped(p, deps) if p['state'] == 'stopped' else started(p, deps)

@@ -1,0 +1,100 @@
+# Copyright: (c) 2026, gpuops maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""A run's directory of secret files, made before the running server is stopped.
+
+    written = prepare({'path': '/var/lib/gpuops/sglang/runs/extraction-...', 'group': 1000,
+                       'owner': {'uid': 1000, 'gid': 1000}, 'environment': 'HF_TOKEN=...\\n'},
+                      {'path': '/var/lib/.../secret-args.yaml': 'api-key: ...\\n'}, check_mode=False)
+
+The directory is root's and writable by root alone (mode 0750), its group the server's, which passes through it to
+its --config files: no one else can rename, replace or link anything in it, so the environment file that root reads
+(systemd's EnvironmentFile=, the starting shell, a rollback) stays root's. Each file is written beside its name and
+renamed over it, opened with ``O_NOFOLLOW`` and ``O_EXCL``, its owner and mode set on the open file before it has a
+name: the argument files (mode 0600) are the server's user's, the environment file (0600) root's, or the server's
+user's where ``environment_owner`` says (a container's shell reads it as that user). A directory that is a link, or
+not root's, is refused: it is another's to redirect.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+MODE = 0o750
+FILE_MODE = 0o600
+ENVIRONMENT = 'server.env'
+
+
+class RunDirError(Exception):
+    """The run directory or one of its files could not be made: the message says which and why."""
+
+
+def _directory(path, group):
+    try:
+        os.mkdir(path, MODE)
+    except FileExistsError:
+        pass
+    except OSError as e:
+        raise RunDirError('cannot create the run directory %s: %s' % (path, e.strerror))
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0:
+        raise RunDirError('%s is %s, not a directory of root\'s: refusing to write the run\'s secret files there'
+                          % (path, 'a link' if stat.S_ISLNK(st.st_mode) else 'UID %d\'s' % st.st_uid))
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        os.fchown(fd, 0, group)
+        os.fchmod(fd, MODE)
+    finally:
+        os.close(fd)
+
+
+def write(path, content, uid=0, gid=0, mode=FILE_MODE):
+    """CONTENT at PATH, of MODE and owned by UID:GID before it has its name; a link or file at PATH is replaced."""
+    tmp = '%s.%d.tmp' % (path, os.getpid())
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    except OSError as e:
+        raise RunDirError('cannot write %s: %s' % (path, e.strerror))
+    try:
+        with os.fdopen(fd, 'w') as f:
+            os.fchown(f.fileno(), uid, gid)
+            os.fchmod(f.fileno(), mode)
+            f.write(content)
+            f.flush()
+            os.fsync(f.fileno())
+        os.rename(tmp, path)
+    except BaseException:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def files_of(options, arguments):
+    """Path -> (content, uid, gid) of what the run directory OPTIONS holds: the ARGUMENTS files (path -> content,
+    each directly in it) and the environment file; RunDirError for an argument file elsewhere."""
+    path = options['path'].rstrip('/')
+    owner = options.get('owner') or {'uid': 0, 'gid': 0}
+    out = {}
+    for name, content in sorted((arguments or {}).items()):
+        if os.path.dirname(name) != path:
+            raise RunDirError('the argument file %s is not in the run directory %s: its secrets would go where the '
+                              'run directory\'s protection does not reach' % (name, path))
+        out[name] = (content, owner['uid'], owner['gid'])
+    if options.get('environment') is not None:
+        env_owner = options.get('environment_owner') or {'uid': 0, 'gid': 0}
+        out[os.path.join(path, ENVIRONMENT)] = (options['environment'], env_owner['uid'], env_owner['gid'])
+    return out
+
+
+def prepare(options, arguments, check_mode):
+    """The run directory OPTIONS with its files (files_of); the paths written, or in check mode that would be."""
+    found = files_of(options, arguments)
+    if check_mode:
+        return sorted(found)
+    _directory(options['path'].rstrip('/'), options.get('group') or 0)
+    for path in sorted(found):
+        content, uid, gid = found[path]
+        write(path, content, uid, gid)
+    return sorted(found)
