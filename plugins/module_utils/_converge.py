@@ -39,11 +39,12 @@ def diff(p):
 
 
 def _arguments(p):
+    """The argument files of P's command (its secret arguments from P['secret_server_args']), path -> content."""
     command = p.get('command')
     if not command:
         return {}
-    return sglang.argument_files(sglang.merged(dict(command, python='python', entry_module='sglang')),
-                                 command.get('config_keys'))
+    full = dict(command, python='python', entry_module='sglang', secret_server_args=p.get('secret_server_args') or {})
+    return sglang.argument_files(sglang.merged(full), command.get('config_keys'))
 
 
 def _would(p, deps, timeline):
@@ -74,7 +75,8 @@ def started(p, deps):
         if p.get('run_dir') is not None:
             with timeline.step('run_dir', path=p['run_dir']['path']) as entry:
                 try:
-                    entry['files'] = run_dirs.prepare(p['run_dir'], _arguments(p), deps.check_mode)
+                    entry['files'] = run_dirs.prepare(p['run_dir'], _arguments(p), deps.check_mode,
+                                                      p.get('environment_file'))
                 except run_dirs.RunDirError as e:
                     raise sglang.ActionFailed('%s; the running server was not touched' % e, {'signalled': False})
         if deps.check_mode:
@@ -104,6 +106,6 @@ def stopped(p, deps):
 def converge(params, deps):
     """PARAMS['state'] reached; a dict of results, or _sglang.ActionFailed. The command's options are checked first."""
     if params.get('command'):
-        sglang.refuse_bad_command(params['command'])
-    p = sglang.merged(params)
+        sglang.refuse_bad_command(dict(params['command'], secret_server_args=params.get('secret_server_args') or {}))
+    p = params
     return stopped(p, deps) if p['state'] == 'stopped' else started(p, deps)

@@ -5,8 +5,9 @@
 """A run's directory of secret files, made before the running server is stopped.
 
     written = prepare({'path': '/var/lib/gpuops/sglang/runs/extraction-...', 'group': 1000,
-                       'owner': {'uid': 1000, 'gid': 1000}, 'environment': 'HF_TOKEN=...\\n'},
-                      {'path': '/var/lib/.../secret-args.yaml': 'api-key: ...\\n'}, check_mode=False)
+                       'owner': {'uid': 1000, 'gid': 1000}},
+                      {'/var/lib/.../secret-args.yaml': 'api-key: ...\\n'}, check_mode=False,
+                      environment='HF_TOKEN=...\\n')
 
 The directory is root's and writable by root alone (mode 0750), its group the server's, which passes through it to
 its --config files: no one else can rename, replace or link anything in it, so the environment file that root reads
@@ -71,9 +72,10 @@ def write(path, content, uid=0, gid=0, mode=FILE_MODE):
         raise
 
 
-def files_of(options, arguments):
+def files_of(options, arguments, environment=None):
     """Path -> (content, uid, gid) of what the run directory OPTIONS holds: the ARGUMENTS files (path -> content,
-    each directly in it) and the environment file; RunDirError for an argument file elsewhere."""
+    each directly in it) and the environment file of content ENVIRONMENT; RunDirError for an argument file
+    elsewhere."""
     path = options['path'].rstrip('/')
     owner = options.get('owner') or {'uid': 0, 'gid': 0}
     out = {}
@@ -82,15 +84,15 @@ def files_of(options, arguments):
             raise RunDirError('the argument file %s is not in the run directory %s: its secrets would go where the '
                               'run directory\'s protection does not reach' % (name, path))
         out[name] = (content, owner['uid'], owner['gid'])
-    if options.get('environment') is not None:
+    if environment is not None:
         env_owner = options.get('environment_owner') or {'uid': 0, 'gid': 0}
-        out[os.path.join(path, ENVIRONMENT)] = (options['environment'], env_owner['uid'], env_owner['gid'])
+        out[os.path.join(path, ENVIRONMENT)] = (environment, env_owner['uid'], env_owner['gid'])
     return out
 
 
-def prepare(options, arguments, check_mode):
+def prepare(options, arguments, check_mode, environment=None):
     """The run directory OPTIONS with its files (files_of); the paths written, or in check mode that would be."""
-    found = files_of(options, arguments)
+    found = files_of(options, arguments, environment)
     if check_mode:
         return sorted(found)
     _directory(options['path'].rstrip('/'), options.get('group') or 0)

@@ -293,7 +293,9 @@ def check_command(p, deps):
     """P's command through the installed SGLang's own parser (_sglang.check_args), run by P's interpreter as run_as
     (or in P's container image), with P's environment and the command's secret one: the command line, its argument
     files by name, the release, and what the server will report in /server_info. Nothing is written."""
-    command = dict(p['command'], environment=p.get('environment') or {})
+    command = dict(p['command'], environment=p.get('environment') or {},
+                   secret_server_args=p.get('secret_server_args') or {},
+                   secret_environment=p.get('secret_environment') or {})
     sglang.refuse_bad_command(command)
     return sglang.check_args(sglang.merged(dict(p, **command)), deps)
 

@@ -33,8 +33,8 @@ description:
     C(systemctl show); a Docker container (C(/docker/ID), C(docker-ID.scope)) or a Podman one (C(libpod-ID)), then
     from C(docker|podman inspect); or nobody, a process in its own session, with the parent that may start it again. A
     unit is only taken for the supervisor where systemd is PID 1 of the module's PID namespace.
-  - Secrets - O(stop.api_key), O(checks.api_key), O(secrets), O(command.secret_server_args) and
-    O(run_dir.environment) - never appear on a command line, in messages, in results or in the module's invocation log
+  - Secrets - O(stop.api_key), O(checks.api_key), O(secrets), O(secret_server_args) and O(environment_file) - never
+    appear on a command line, in messages, in results or in the module's invocation log
     (syslog, or the journal) - those options are declared C(no_log).
 author:
   - gpuops maintainers (@gpuops)
@@ -80,10 +80,6 @@ options:
         description: The server's arguments by SGLang's own names (C(model_path), C(tp_size)), secrets apart.
         type: dict
         default: {}
-      secret_server_args:
-        description: The secret arguments (C(api_key)), never logged, never on a command line.
-        type: dict
-        default: {}
       secret_args:
         description: More argument names whose values are secrets.
         type: list
@@ -103,11 +99,18 @@ options:
         description: The file keys the installed release accepts, by argument name, as the parser's check returned them.
         type: dict
         default: {}
+  secret_server_args:
+    description:
+      - With O(command), the server's secret arguments (C(api_key)) - never logged, never on a command line; they go into
+        the C(--config) file O(command.secrets_path) (or O(command.config_path)).
+    type: dict
+    default: {}
   run_dir:
     description:
       - With O(state=started), this run's directory of secret files, made before anything is stopped - root's and
         writable by root alone (mode 0750, its group O(run_dir.group)), with the argument files of O(command) (mode
-        0600, O(run_dir.owner)'s) and the environment file C(server.env) (mode 0600). Each file is written beside its
+        0600, O(run_dir.owner)'s) and the environment file C(server.env) (O(environment_file), mode 0600). Each file is
+        written beside its
         name and renamed over it, never through a link; a directory that is a link or not root's is refused.
     type: dict
     suboptions:
@@ -122,12 +125,12 @@ options:
       owner:
         description: The owner (C(uid), C(gid)) of the argument files, the server's user.
         type: dict
-      environment:
-        description: The content of C(server.env), the server's environment; never logged.
-        type: str
       environment_owner:
         description: The owner (C(uid), C(gid)) of C(server.env); unset, root (a container's shell reads it as the server's user).
         type: dict
+  environment_file:
+    description: The content of O(run_dir)'s C(server.env), the server's environment; never logged. Unset, none is written.
+    type: str
   url:
     description: Base URL of the new server, where it answers once ready (RV(listener) checks that it is its own).
     type: str
@@ -617,12 +620,12 @@ EXAMPLES = r"""
       path: /var/lib/gpuops/sglang/runs/tuning-20260101T000000Z-node1-3f9a2c1b
       group: 1000
       owner: {uid: 1000, gid: 1000}
-      environment: "{{ server_env }}"
+    environment_file: "{{ server_env }}"
     command:
       server_args: {model_path: /models/qwen, tp_size: 4, mem_fraction_static: 0.92}
-      secret_server_args: {api_key: "{{ vault_sglang_api_key }}"}
       secrets_path: /var/lib/gpuops/sglang/runs/tuning-20260101T000000Z-node1-3f9a2c1b/secret-args.yaml
       config_keys: "{{ plan.command.config_keys }}"
+    secret_server_args: {api_key: "{{ vault_sglang_api_key }}"}
     stop:
       record_path: /var/lib/gpuops/sglang/server.json
     start:
@@ -1068,12 +1071,13 @@ def argument_spec():
         log_lines=dict(type='int', default=50),
         secrets=dict(type='list', elements='str', default=[], no_log=True),
         command=dict(type='dict', options=dict(command_options(), config_keys=dict(type='dict', default={}))),
+        secret_server_args=dict(type='dict', default={}, no_log=True),
         run_dir=dict(type='dict', options=dict(
             path=dict(type='path', required=True),
             group=dict(type='int', default=0),
             owner=dict(type='dict', options=copy.deepcopy(owner)),
-            environment=dict(type='str', no_log=True),
             environment_owner=dict(type='dict', options=copy.deepcopy(owner)))),
+        environment_file=dict(type='str', no_log=True),
         checks=dict(type='dict', options=dict(
             dump_dir=dict(type='path'),
             prompt=dict(type='str'),
@@ -1125,6 +1129,7 @@ def main():
         module.fail_json(msg='command.config_file is true but command.config_path is not set')
     # Values of under 4 characters (SPT_NOENV=1) are masked nowhere: masking them would garble every number.
     module.no_log_values.update(secrets_of(dict(p['command'] or {}, secrets=p['secrets'],
+                                                secret_server_args=p['secret_server_args'],
                                                 api_key=(p['stop'] or {}).get('api_key'))))
     module.no_log_values.difference_update([v for v in module.no_log_values if len(v) < 4])
 

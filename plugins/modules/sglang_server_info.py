@@ -138,19 +138,11 @@ options:
         description: The server's arguments by SGLang's own names (C(model_path), C(tp_size)), secrets apart.
         type: dict
         default: {}
-      secret_server_args:
-        description: The secret arguments (C(api_key)), never logged, never on a command line.
-        type: dict
-        default: {}
       secret_args:
         description: More argument names whose values are secrets.
         type: list
         elements: str
         default: []
-      secret_environment:
-        description: The server's secret environment, which the parser's check runs with too; never logged.
-        type: dict
-        default: {}
       config_file:
         description: Every argument in the C(--config) file O(command.config_path), none on the command line.
         type: bool
@@ -161,6 +153,14 @@ options:
       secrets_path:
         description: The C(--config) file of the secret arguments.
         type: path
+  secret_server_args:
+    description: With O(command), the server's secret arguments (C(api_key)) - never logged, never on a command line.
+    type: dict
+    default: {}
+  secret_environment:
+    description: With O(command), the server's secret environment, which the parser's check runs with too; never logged.
+    type: dict
+    default: {}
   refuse:
     description:
       - With O(config), where the plan restarts the server - refuse, before anything is touched, a restart that the node
@@ -493,8 +493,9 @@ def main():
                 mounts=dict(type='list', elements='path', default=[]),
                 options=dict(type='list', elements='str', default=[]))),
             command=dict(type='dict', options=dict(
-                command_options(), entry_module=dict(type='str', default='sglang.launch_server'),
-                secret_environment=dict(type='dict', default={}, no_log=True))),
+                command_options(), entry_module=dict(type='str', default='sglang.launch_server'))),
+            secret_server_args=dict(type='dict', default={}, no_log=True),
+            secret_environment=dict(type='dict', default={}, no_log=True),
             refuse=dict(type='dict', options=dict(gpus=dict(type='list', elements='int'), port=dict(type='int'),
                                                   bind_host=dict(type='str'),
                                                   owners=dict(type='list', elements='str', default=[]),
@@ -519,7 +520,9 @@ def main():
         module.fail_json(msg='command.config_file is true but command.config_path is not set')
     # Masked in messages and results; values of under 4 characters (HF_HUB_OFFLINE=1) are masked nowhere: masking them
     # would garble every number.
-    module.no_log_values.update(secrets_of(module.params['command'] or {}))
+    module.no_log_values.update(secrets_of(dict(module.params['command'] or {},
+                                                secret_server_args=module.params['secret_server_args'],
+                                                secret_environment=module.params['secret_environment'])))
     module.no_log_values.difference_update([v for v in module.no_log_values if len(v) < 4])
     if not module.params['request_timeout'] > 0:
         module.fail_json(msg='request_timeout must be more than 0, got %r' % module.params['request_timeout'])

@@ -67,9 +67,9 @@ def server(root, pid, dump_dir):
 
 
 def stop_find(procfs, **p):
-    params = dict({'action': 'find', 'drain': True, 'presets': ['sglang'], 'default_url': 'http://127.0.0.1:1',
+    params = dict({'drain': True, 'presets': ['sglang'], 'default_url': 'http://127.0.0.1:1',
                    'timeout': 0.2, 'interval': 0.1, 'request_timeout': 0.2, 'force': False, 'active_window': 120}, **p)
-    return sglang.perform(params, sglang.Deps(procfs, run=None, wall_clock=lambda: NOW))
+    return sglang.find(sglang.merged(params), sglang.Deps(procfs, run=None, wall_clock=lambda: NOW))
 
 
 def test_a_server_in_an_active_run_is_not_drained_and_the_stop_names_the_run(tmp_path):
@@ -95,10 +95,11 @@ def test_cut_active_run_stops_it_and_says_so_and_a_quiet_run_is_stopped_as_any(t
     server(proc, 100, dumps)
     warned = []
 
-    found = sglang.perform(dict({'action': 'find', 'drain': True, 'presets': ['sglang'],
-                                 'default_url': 'http://127.0.0.1:1', 'timeout': 0.2, 'interval': 0.1,
-                                 'request_timeout': 0.2, 'force': False, 'active_window': 120, 'cut_active_run': True}),
-                           sglang.Deps(ProcFS(str(proc)), run=None, wall_clock=lambda: NOW, warn=warned.append))
+    found = sglang.find(sglang.merged({'drain': True, 'presets': ['sglang'],
+                                       'default_url': 'http://127.0.0.1:1', 'timeout': 0.2, 'interval': 0.1,
+                                       'request_timeout': 0.2, 'force': False, 'active_window': 120,
+                                       'cut_active_run': True}),
+                        sglang.Deps(ProcFS(str(proc)), run=None, wall_clock=lambda: NOW, warn=warned.append))
 
     assert [(r['active'], r['cut'], r['files']) for r in found['runs']] == [(True, True, 1)]
     assert warned[0].startswith('the active extraction run of the SGLang server 100 is cut (cut_active_run)')

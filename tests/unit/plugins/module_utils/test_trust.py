@@ -124,9 +124,9 @@ def test_a_stop_sends_the_masquerade_nothing_and_counts_it_as_its_real_user_s(ma
     pid, port = masquerade
     deps = sglang.Deps(ProcFS(), run=None, self_pids=(os.getpid(),))
     # the masquerade alone, whatever else runs on this host: its command line, as the sglang preset matches it
-    params = {'action': 'find', 'presets': [], 'default_url': 'http://127.0.0.1:%d' % port, 'owners': ['root'],
+    params = {'presets': [], 'default_url': 'http://127.0.0.1:%d' % port, 'owners': ['root'],
               'patterns': [r'^python -msglang\.launch_server -- root --port %d$' % port], 'api_key': 'sk-stop'}
-    found = sglang.perform(params, deps)
+    found = sglang.find(sglang.merged(params), deps)
     assert [s['pid'] for s in found['servers']] == []
     assert [(o['pid'], o['user']) for o in found['others']] == [(pid, 'nobody')]
 
@@ -315,9 +315,9 @@ def test_a_drain_sends_the_key_no_more_once_the_listener_moved(tmp_path):
     server.httpd.RequestHandlerClass.do_GET = still_busy
     try:
         with pytest.raises(sglang.ActionFailed) as e:
-            sglang.perform({'action': 'drain', 'url': server.url, 'pid': 100, 'api_key': 'sk-secret', 'timeout': 30,
-                            'interval': 0.01, 'request_timeout': 5, 'force': False},
-                           sglang.Deps(fs, run=None, sleep=sleep))
+            sglang.drain(sglang.merged({'url': server.url, 'pid': 100, 'api_key': 'sk-secret', 'timeout': 30,
+                                        'interval': 0.01, 'request_timeout': 5, 'force': False}),
+                         sglang.Deps(fs, run=None, sleep=sleep))
     finally:
         server.httpd.RequestHandlerClass.do_GET = original
         server.close()
@@ -340,15 +340,15 @@ def test_another_users_fake_gateway_does_not_block_the_stop(tmp_path):
     fake(tmp_path, 301, COLAUNCHED, ppid=300, sid=300, uid=65534)
     tcp(tmp_path, tcp_line('0100007F:7530', 5001))
     fs = ProcFS(str(tmp_path))
-    params = {'action': 'find', 'presets': ['sglang'], 'default_url': 'http://127.0.0.1:30000', 'owners': ['root'],
+    params = {'presets': ['sglang'], 'default_url': 'http://127.0.0.1:30000', 'owners': ['root'],
               'drain': True, 'timeout': 0.2, 'interval': 0.1, 'request_timeout': 1, 'force': False}
-    found = sglang.perform(params, sglang.Deps(fs, run=None))
+    found = sglang.find(sglang.merged(params), sglang.Deps(fs, run=None))
     assert [g['pid'] for g in found['gateways']] == [300] and [s['pid'] for s in found['servers']] == [100]
     # the same co-launch run by root blocks it: the stop goes through the launcher
     os.chown(str(tmp_path / '300'), 0, 0)
     os.chown(str(tmp_path / '301'), 0, 0)
     with pytest.raises(sglang.ActionFailed) as e:
-        sglang.perform(params, sglang.Deps(fs, run=None))
+        sglang.find(sglang.merged(params), sglang.Deps(fs, run=None))
     assert e.value.msg.startswith('not stopping servers that the SGLang Model Gateway co-launched: 301')
 
 
@@ -357,12 +357,14 @@ def test_a_new_server_of_another_user_does_not_fail_the_settle(tmp_path):
     fake(tmp_path, 400, SERVE, uid=65534, start=99999)
     fs = ProcFS(str(tmp_path))
     clock = iter([0.0, 0.0, 5.0, 5.0, 5.0])
-    params = {'action': 'settle', 'presets': ['sglang'], 'default_url': 'http://127.0.0.1:30000', 'owners': [],
+    params = {'presets': ['sglang'], 'default_url': 'http://127.0.0.1:30000', 'owners': [],
               'stopped': [{'pid': 100, 'start': 12345, 'user': 'root'}], 'timeout': 2, 'interval': 1}
-    result = sglang.perform(params, sglang.Deps(fs, run=None, clock=lambda: next(clock), sleep=lambda s: None))
+    result = sglang.settle(sglang.merged(params), sglang.Deps(fs, run=None, clock=lambda: next(clock),
+                                                              sleep=lambda s: None))
     assert result['respawned'] == []
     os.chown(str(tmp_path / '400'), 0, 0)
     clock = iter([0.0, 0.0, 5.0])
     with pytest.raises(sglang.ActionFailed) as e:
-        sglang.perform(params, sglang.Deps(fs, run=None, clock=lambda: next(clock), sleep=lambda s: None))
+        sglang.settle(sglang.merged(params), sglang.Deps(fs, run=None, clock=lambda: next(clock),
+                                                         sleep=lambda s: None))
     assert e.value.msg.startswith('a new SGLang server started within 2 s of the stop of the server(s) 100: pid 400')
