@@ -26,11 +26,11 @@ from gpusim.nvml import SIM_DIR
 from gpusim.sandbox import VENV_PYTHON
 
 RELEASES = ("0.5.23", "0.5.14")
-MODULE = os.path.join(REPO_ROOT, "plugins", "modules", "sglang_server.py")
+MODULE = os.path.join(REPO_ROOT, "plugins", "modules", "sglang_server_info.py")
 
 
 def run_module(tmp_path, args: dict, env: dict = None):
-    """One real run of the module file, as Ansible runs it: (rc, result)."""
+    """One real run of sglang_server_info's file, as Ansible runs it: (rc, result)."""
     path = tmp_path / ("args-%d.json" % time.monotonic_ns())
     path.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
     proc_env = dict(os.environ, PYTHONPATH=collections_path(), **(env or {}))
@@ -44,13 +44,27 @@ def modes():
         return yaml.safe_load(f)["sglang_launch_modes"]
 
 
-def check_args(tmp_path, release, server_args, **extra):
-    """check_args with the stand-in playing RELEASE; /models/q becomes a model directory it can read."""
+def check_args(tmp_path, release, server_args, secret_server_args=None, **command):
+    """The plan's check of the command line (sglang_server_info's command) with the stand-in playing RELEASE:
+    (rc, the result's command, or the failure); /models/q becomes a model directory it can read."""
     if server_args.get("model_path") == "/models/q":
         server_args = dict(server_args, model_path=standin.make_model_dir(str(tmp_path / "model")))
-    args = dict({"action": "check_args", "python": VENV_PYTHON, "pythonpath": [standin.standin_root(), SIM_DIR],
-                 "environment": {"GPUSIM_SGLANG_RELEASE": release}, "server_args": server_args}, **extra)
-    return run_module(tmp_path, args)
+    args = {"record_path": str(tmp_path / "server.json"), "presets": [], "python": VENV_PYTHON,
+            "pythonpath": [standin.standin_root(), SIM_DIR], "environment": {"GPUSIM_SGLANG_RELEASE": release},
+            "command": dict(command, server_args=server_args), "secret_server_args": secret_server_args or {}}
+    rc, result = run_module(tmp_path, args)
+    return rc, (result["command"] if rc == 0 else result)
+
+
+def argument_files(command, secret_server_args, keys):
+    """What sglang_server writes into the run directory for COMMAND with the parser's KEYS: path -> content."""
+    sys.path.insert(0, collections_path())
+    try:
+        from ansible_collections.gpuops.host.plugins.module_utils import _sglang  # pylint: disable=import-outside-toplevel
+    finally:
+        sys.path.pop(0)
+    full = dict(command, python="python", entry_module="sglang", secret_server_args=secret_server_args)
+    return _sglang.argument_files(_sglang.merged(full), keys)
 
 
 # -- the installed parser, both releases -----------------------------------------------------
@@ -76,8 +90,9 @@ def test_every_mode_renders_and_parses_under_both_releases(tmp_path, release, mo
     assert dict((k, result["expected_info"].get(k)) for k in expected) == expected
     if config_file:
         assert result["argv"][-2:] == ["--config", config]
-        with open(config) as f:
-            keys = [line.split(":")[0] for line in f]
+        written = argument_files({"server_args": server_args, "config_file": True, "config_path": config},
+                                 {"api_key": "k-123456"}, result["config_keys"])
+        keys = [line.split(":")[0] for line in written[config].splitlines()]
         assert "model-path" in keys and "api-key" in keys and not [k for k in keys if "_" in k]
         if mode == "tuning":
             # 0.5.14's --config reader refuses a key whose destination a deprecated alias shares; the alias passes
@@ -100,11 +115,15 @@ def test_the_old_graph_flag_per_release(tmp_path, release):
 
 
 def test_results_mask_no_short_values(tmp_path):
-    """Values of under 4 characters in no_log options (SPT_NOENV=1) must not garble the result's numbers."""
-    rc, result = run_module(tmp_path, {"action": "render", "server_args": {"model_path": "/m", "tp_size": 2},
-                                       "environment": {"SPT_NOENV": "1"},
-                                       "secret_environment": {"HF_TOKEN": "hf_abcdef"}})
-    assert rc == 0 and result["expected_gpus"] == [0, 1], result
+    """Values of under 4 characters in no_log options (HF_HUB_OFFLINE=1) must not garble the result's numbers."""
+    rc, result = run_module(tmp_path, {
+        "record_path": str(tmp_path / "server.json"), "presets": [], "python": VENV_PYTHON,
+        "pythonpath": [standin.standin_root(), SIM_DIR], "environment": {"SPT_NOENV": "1"},
+        "command": {"server_args": {"model_path": standin.make_model_dir(str(tmp_path / "model")), "tp_size": 2,
+                                    "port": 31001}},
+        "secret_environment": {"HF_TOKEN": "hf_abcdef", "HF_HUB_OFFLINE": "1"}})
+    assert rc == 0 and result["command"]["expected_gpus"] == [0, 1], result
+    assert "31001" in result["command"]["argv"], result["command"]["argv"]
     assert "hf_abcdef" not in json.dumps(result) and result["invocation"]["module_args"]["environment"]["SPT_NOENV"] == "1"
 
 

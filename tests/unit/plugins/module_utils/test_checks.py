@@ -132,7 +132,7 @@ def steps(monkeypatch):
     return calls, fail
 
 
-READY = {'url': 'http://127.0.0.1:30000', 'prompt': 'default prompt', 'timeout': 600, 'ready': True, 'seconds': 4.2}
+READY = {'url': 'http://127.0.0.1:30000', 'timeout': 600, 'ready': True, 'seconds': 4.2}
 EXTRACTION = {'dump_dir': '/data/hs/run-1', 'probe_timeout': 60, 'expected_info': {'tp_size': 2}, 'api_key': 'sk-1234',
               'gpus': [0, 1], 'min_used_mib': 1024, 'expected_count': 4, 'prompt': None}
 
@@ -143,11 +143,18 @@ def test_an_extraction_server_is_checked_in_order_on_its_own_key_and_pid(steps):
     assert [name for name, params in calls] == ['check_environ', 'probe', 'check_info']
     environ, probe, info = (params for name, params in calls)
     assert environ['environ'] == {'SGLANG_HS_DUMP_DIR': '/data/hs/run-1'} and environ['schedulers'] == 2
-    assert (probe['dump_dir'], probe['timeout'], probe['prompt'], probe['rid']) == ('/data/hs/run-1', 60, 'default prompt', None)
+    assert (probe['dump_dir'], probe['timeout'], probe['prompt'], probe['rid']) == ('/data/hs/run-1', 60,
+                                                                                    _sglang.PROBE_PROMPT, None)
     assert info['expect'] == {'tp_size': 2}
     assert all(p['pid'] == 4200 and p['api_key'] == 'sk-1234' for p in (environ, probe, info))
     assert done == {'environ': {'ok': 'check_environ'}, 'probe': {'ok': 'probe'}, 'info': {'ok': 'check_info'},
                     'gpus': {'gpus': [0, 1], 'idle': [], 'error': None}}
+
+
+def test_the_probe_asks_the_checks_own_prompt_where_they_name_one(steps):
+    calls = steps[0]
+    _sglang.post_checks(READY, Deps(), 4200, dict(EXTRACTION, prompt='Dump this.'), READY)
+    assert [params['prompt'] for name, params in calls if name == 'probe'] == ['Dump this.']
 
 
 def test_a_serving_server_gets_the_gpu_check_only(steps):

@@ -10,6 +10,7 @@ import pytest
 
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang
 from ansible_collections.gpuops.host.plugins.module_utils import _start as starts
+from ansible_collections.gpuops.host.plugins.module_utils._timeline import Timeline
 
 
 class Deps:
@@ -32,7 +33,7 @@ def steps(monkeypatch):
         if 'stop' in fail:
             failure = {'signalled': False, 'lock_lost': False, 'said': ['Not touched: pid 31']}
             raise _sglang.ActionFailed('2 request(s) still in flight', failure)
-        return {'changed': True, 'signalled': True, 'summary': SUMMARY, 'said': []}
+        return {'changed': True, 'signalled': True, 'summary': SUMMARY, 'said': [], 'servers': [{'pid': 31}]}
 
     def start(options, run):
         calls.append(('start', options))
@@ -42,8 +43,10 @@ def steps(monkeypatch):
         return {'pid': 4200} if options['kind'] == 'process' else {
             'main_process_of': {'kind': 'systemd', 'name': 'x.service'}, 'unit_written': True}
 
-    def ready(p, deps, started=None):
+    def ready(p, deps, started=None, actions=None):
         calls.append(('ready', p))
+        if actions is not None:
+            actions.done.append({'action': 'wait'})
         if 'ready' in fail:
             failure = {'ready': False, 'died': True, 'pid': 4200}
             raise _sglang.ActionFailed('the SGLang server 4200 exited while loading', failure)
@@ -112,3 +115,17 @@ def test_without_stop_or_start_it_only_waits(steps):
     calls, _fail = steps
     result = _sglang.ready({'url': P['url'], 'pid': 4200}, Deps())
     assert [name for name, params in calls] == ['ready'] and 'stopped' not in result and result['changed'] is False
+
+
+def test_its_steps_go_into_the_timeline_given_in_order_a_failing_one_marked(steps):
+    dummy, fail = steps
+    timeline = Timeline(lambda: 0.0)
+    _sglang.ready(dict(P), Deps(), timeline)
+    assert timeline.done == [{'action': 'stop', 'servers': [31], 'seconds': 0.0},
+                             {'action': 'start', 'kind': 'process', 'pid': 4200, 'seconds': 0.0},
+                             {'action': 'wait'}]
+    fail['start'] = True
+    timeline = Timeline(lambda: 0.0)
+    with pytest.raises(_sglang.ActionFailed):
+        _sglang.ready(dict(P), Deps(), timeline)
+    assert [(a['action'], a.get('failed', False)) for a in timeline.done] == [('stop', False), ('start', True)]

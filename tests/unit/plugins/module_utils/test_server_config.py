@@ -198,7 +198,7 @@ def test_health_is_asked_only_where_it_decides_the_plan(monkeypatch, desired, re
     monkeypatch.setattr(server_info.sglang, 'find', lambda p, deps, record=None: {
         'servers': [server], 'elsewhere': [], 'others': [], 'gateways': [], 'recorded': server})
     observed = dict((k, v) for k, v in desired.items() if k in config.OBSERVED)
-    monkeypatch.setattr(server_info, 'observe', lambda p, deps: observed)
+    monkeypatch.setattr(server_info, 'observe', lambda p, deps, checked=None: observed)
     health = HealthCounter(answer)
     monkeypatch.setattr(server_info, '_health', health)
     config_ = dict((k, v) for k, v in desired.items() if k not in config.OBSERVED and k != 'secrets')
@@ -207,6 +207,52 @@ def test_health_is_asked_only_where_it_decides_the_plan(monkeypatch, desired, re
     result = server_info.info(p, deps=None)
     assert (result['needs_restart'], result['reasons']) == expected
     assert health.asked == asked
+
+
+# -- the command's check (_server_info.check_command) ------------------------------------------------------------
+
+CHECKED = {'argv': [PY, '-m', 'sglang.launch_server', '--port', '30000'], 'release': '0.5.23', 'package': None,
+           'expected_info': {'port': 30000}, 'config_keys': {}}
+
+
+def test_the_command_is_checked_with_its_secret_arguments_and_environment_folded_in(monkeypatch):
+    seen = []
+    monkeypatch.setattr(server_info.sglang, 'check_args', lambda p, deps: seen.append(p) or CHECKED)
+    p = {'python': PY, 'entry_module': 'sglang.launch_server', 'environment': {'CUDA_VISIBLE_DEVICES': '0'},
+         'secret_environment': {'HF_TOKEN': 'hf_x'}, 'secret_server_args': {'api_key': 'sk-1'},
+         'command': {'server_args': {'port': 30000}, 'secret_args': [], 'config_file': False,
+                     'secrets_path': '/run/x/secret-args.yaml'}}
+    assert server_info.check_command(p, None) is CHECKED
+    checked, = seen
+    assert checked['server_args'] == {'port': 30000, 'api_key': 'sk-1'} and checked['secret_args'] == ['api_key']
+    assert checked['environment'] == {'CUDA_VISIBLE_DEVICES': '0', 'HF_TOKEN': 'hf_x'}
+    assert checked['secrets_path'] == '/run/x/secret-args.yaml' and checked['python'] == PY
+
+
+@pytest.mark.parametrize('command, top, refused', [
+    ({'server_args': {'port; rm': 1}}, {}, "server argument name(s) 'port; rm'"),
+    ({'server_args': {'api_key': 'sk-1'}}, {}, 'server_args.api_key: secret value(s) in an option that the module logs'),
+    ({'server_args': {}}, {'secret_server_args': {'a b': 'sk-1'}}, "server argument name(s) 'a b'"),
+])
+def test_a_bad_command_is_refused_before_the_parser_runs(monkeypatch, command, top, refused):
+    monkeypatch.setattr(server_info.sglang, 'check_args', lambda p, deps: pytest.fail('the parser ran'))
+    with pytest.raises(server_info.sglang.ActionFailed) as e:
+        server_info.check_command(dict(top, python=PY, command=command), None)
+    assert e.value.msg.startswith(refused)
+
+
+def test_the_plan_observes_the_release_of_the_command_s_check_and_info_returns_the_check(monkeypatch):
+    monkeypatch.setattr(server_info.sglang, 'release', lambda p, deps: pytest.fail('the release was read again'))
+    assert server_info.observe({'python': PY}, None, CHECKED) == {'sglang': '0.5.23'}
+    monkeypatch.setattr(server_info.sglang, 'check_args', lambda p, deps: CHECKED)
+    monkeypatch.setattr(server_info.sglang, '_record', lambda p: {})
+    monkeypatch.setattr(server_info.sglang, 'find', lambda p, deps, record=None: {
+        'servers': [], 'elsewhere': [], 'others': [], 'gateways': [], 'recorded': None})
+    p = {'record_path': '/x/server.json', 'python': PY, 'config': {'mode': 'serving'}, 'restart': False,
+         'config_hash': None, 'command': {'server_args': {'port': 30000}}}
+    result = server_info.info(p, deps=None)
+    assert result['command'] is CHECKED and result['current'] == {'mode': 'serving', 'sglang': '0.5.23'}
+    assert 'command' not in server_info.info(dict(p, command=None, config=None), deps=None)
 
 
 # -- what a container server mounts (_server_info.mounts) ---------------------------------------------------------

@@ -15,10 +15,11 @@ import threading
 
 import pytest
 
+from ansible_collections.gpuops.host.plugins.module_utils import _sglang as sglang
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang_procs as sprocs
 from ansible_collections.gpuops.host.plugins.module_utils._procs import ProcFS
 from ansible_collections.gpuops.host.plugins.module_utils._reap_options import PRESETS
-from ansible_collections.gpuops.host.plugins.module_utils._sglang import ActionFailed, Deps, find, merged
+from ansible_collections.gpuops.host.plugins.module_utils._sglang import ActionFailed, Deps, merged
 from ansible_collections.gpuops.host.plugins.module_utils._sglang_args import Redactor
 
 
@@ -214,7 +215,7 @@ def two_servers(tmp_path):
 def find_and_drain(procfs, **p):
     params = dict({'drain': True, 'presets': ['sglang'], 'default_url': 'http://127.0.0.1:30000',
                    'timeout': 0.6, 'interval': 0.1, 'request_timeout': 5, 'force': False}, **p)
-    return find(merged(params), Deps(procfs, run=None))
+    return sglang.find(merged(params), Deps(procfs, run=None))
 
 
 def test_find_with_drain_drains_each_server_and_stops_at_the_first_still_busy(two_servers):
@@ -319,12 +320,12 @@ def test_find_with_a_port_reports_its_holders_beside_the_servers(tree, tmp_path)
     (tmp_path / 'net').mkdir()
     (tmp_path / 'net' / 'tcp').write_text(TCP_HEADER + tcp_line('00000000:7918', '0A', 7005))
     sockets(tmp_path, 100, 7005)
-    found = find(merged({'presets': ['sglang'], 'patterns': [], 'default_url': 'http://127.0.0.1:30000',
-                         'port': 31000}), Deps(tree, None))
+    found = sglang.find(merged({'presets': ['sglang'], 'patterns': [], 'default_url': 'http://127.0.0.1:30000',
+                                'port': 31000}), Deps(tree, None))
     assert [s['pid'] for s in found['servers']] == [100]
     assert found['port']['listening'] and [h['pid'] for h in found['port']['holders']] == [100]
-    assert 'port' not in find(merged({'presets': ['sglang'], 'patterns': [],
-                                      'default_url': 'http://127.0.0.1:30000'}), Deps(tree, None))
+    assert 'port' not in sglang.find(merged({'presets': ['sglang'], 'patterns': [],
+                                             'default_url': 'http://127.0.0.1:30000'}), Deps(tree, None))
 
 
 # -- the SGLang Model Gateway beside the servers -------------------------------------------------
@@ -351,7 +352,7 @@ def find_params(**p):
 
 def test_find_names_the_gateway_and_its_co_launched_server_apart_from_the_servers(tree, tmp_path):
     colaunch(tmp_path)
-    found = find(merged(find_params()), Deps(tree, None))
+    found = sglang.find(merged(find_params()), Deps(tree, None))
     assert [s['pid'] for s in found['servers']] == [100]
     gw, = found['gateways']
     assert (gw['pid'], gw['cmdline'].strip(), gw['ports'], gw['user']) == (500, 'sglang::router', [8000], 'root')
@@ -361,7 +362,8 @@ def test_find_names_the_gateway_and_its_co_launched_server_apart_from_the_server
 def test_a_drain_refuses_a_co_launch_naming_its_launcher_before_any_request(tree, tmp_path):
     colaunch(tmp_path)
     with pytest.raises(ActionFailed) as e:
-        find(merged(find_params(drain=True, timeout=0.5, interval=0.1, request_timeout=1, force=False)), Deps(tree, None))
+        sglang.find(merged(find_params(drain=True, timeout=0.5, interval=0.1, request_timeout=1, force=False)),
+                    Deps(tree, None))
     assert e.value.msg.startswith(
         'not stopping servers that the SGLang Model Gateway co-launched: 501 (sglang::server, port 31500) was '
         'started by the SGLang Model Gateway launcher 500 (sglang::router')
@@ -370,7 +372,7 @@ def test_a_drain_refuses_a_co_launch_naming_its_launcher_before_any_request(tree
 
 def test_a_co_launched_server_named_in_pids_is_a_server_at_its_own_port(tree, tmp_path):
     colaunch(tmp_path)
-    found = find(merged(find_params(pids=[501])), Deps(tree, None))
+    found = sglang.find(merged(find_params(pids=[501])), Deps(tree, None))
     assert [(s['pid'], s['url'], s['schedulers']) for s in found['servers']] == \
         [(100, 'http://127.0.0.1:31000', 3), (501, 'http://127.0.0.1:31500', 1)]
     assert [(g['pid'], g['colaunched']) for g in found['gateways']] == [(500, [])]

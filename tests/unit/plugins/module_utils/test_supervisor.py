@@ -250,11 +250,11 @@ def test_ready_fails_at_once_when_the_unit_failed_before_it_had_a_main_process()
     run = Run([(['systemctl', 'show'], (0, 'MainPID=0\nActiveState=failed\nSubState=failed\nResult=exit-code\n', ''))])
     clock = iter(float(t) for t in range(100))
     deps = _sglang.Deps(ProcFS(), run, clock=lambda: next(clock), sleep=lambda s: None)
-    params = {'action': 'ready', 'url': 'http://127.0.0.1:9', 'main_process_of': {'kind': 'systemd',
+    params = {'url': 'http://127.0.0.1:9', 'main_process_of': {'kind': 'systemd',
               'name': 'gpuops-sglang.service'}, 'path': '/health', 'timeout': 600, 'interval': 1,
               'request_timeout': 1, 'log_lines': 10}
     with pytest.raises(_sglang.ActionFailed) as failed:
-        _sglang.ready(params, deps)
+        _sglang.ready(_sglang.merged(params), deps)
     assert str(failed.value) == ('The unit gpuops-sglang.service has no main process after systemctl start: its server '
                                  'exited, or never started (ActiveState=failed, SubState=failed, Result=exit-code)')
     assert failed.value.result['died'] is True and failed.value.result['pid'] is None
