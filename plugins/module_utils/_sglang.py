@@ -1214,9 +1214,9 @@ def post_checks(p, deps, pid, options, ready_result=None, actions=None):
 
 def command_options():
     """The options that name a server's command line, as every module of the collection takes them (its ``command``
-    option): the arguments, the secret ones apart (no_log), and where the --config files go."""
+    option): the arguments and where the --config files go. The secret arguments are each module's own top-level
+    ``secret_server_args`` (no_log), which the invocation log shows as NOT_LOGGING_PARAMETER, whole."""
     return dict(server_args=dict(type='dict', default={}),
-                secret_server_args=dict(type='dict', default={}, no_log=True),
                 secret_args=dict(type='list', elements='str', default=[], no_log=False),
                 config_file=dict(type='bool', default=False),
                 config_path=dict(type='path'),

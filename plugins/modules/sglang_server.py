@@ -123,11 +123,29 @@ options:
         type: int
         default: 0
       owner:
-        description: The owner (C(uid), C(gid)) of the argument files, the server's user.
+        description: The owner of the argument files, the server's user.
         type: dict
+        suboptions:
+          uid:
+            description: Its UID.
+            type: int
+            required: true
+          gid:
+            description: Its GID.
+            type: int
+            required: true
       environment_owner:
-        description: The owner (C(uid), C(gid)) of C(server.env); unset, root (a container's shell reads it as the server's user).
+        description: The owner of C(server.env); unset, root (a container's shell reads it as the server's user).
         type: dict
+        suboptions:
+          uid:
+            description: Its UID.
+            type: int
+            required: true
+          gid:
+            description: Its GID.
+            type: int
+            required: true
   environment_file:
     description: The content of O(run_dir)'s C(server.env), the server's environment; never logged. Unset, none is written.
     type: str
@@ -302,7 +320,7 @@ options:
       force:
         description:
           - When requests are still in flight after O(stop.timeout), abort them and succeed
-            with a warning and RV(lost), instead of failing.
+            with a warning and C(lost), instead of failing.
         type: bool
         default: false
       stop_timeout:
@@ -1070,7 +1088,7 @@ def argument_spec():
         log_path=dict(type='path'),
         log_lines=dict(type='int', default=50),
         secrets=dict(type='list', elements='str', default=[], no_log=True),
-        command=dict(type='dict', options=dict(command_options(), config_keys=dict(type='dict', default={}))),
+        command=dict(type='dict', options=dict(command_options(), config_keys=dict(type='dict', default={}, no_log=False))),
         secret_server_args=dict(type='dict', default={}, no_log=True),
         run_dir=dict(type='dict', options=dict(
             path=dict(type='path', required=True),

@@ -327,7 +327,9 @@ command:
       elements: str
       sample: [/var/lib/gpuops/sglang/runs/tuning-20260101T000000Z-node1-3f9a2c1b/secret-args.yaml]
     expected_gpus:
-      description: The NVML indices of the GPUs the server will occupy (its tensor x data parallel size, C(base_gpu_id), C(CUDA_VISIBLE_DEVICES)).
+      description:
+        - The NVML indices of the GPUs the server will occupy (its tensor x data parallel size, C(base_gpu_id),
+          C(CUDA_VISIBLE_DEVICES)).
       type: list
       elements: int
       sample: [0, 1, 2, 3]
@@ -345,11 +347,15 @@ command:
       type: str
       sample: /opt/sglang/lib/python3.11/site-packages/sglang
     expected_info:
-      description: The values the server will report in C(/server_info), secrets left out, by name (M(gpuops.host.sglang_server)'s O(gpuops.host.sglang_server#module:checks.expected_info)).
+      description:
+        - The values the server will report in C(/server_info), secrets left out, by name
+          (M(gpuops.host.sglang_server)'s O(gpuops.host.sglang_server#module:checks.expected_info)).
       type: dict
       sample: {cuda_graph_max_bs_decode: 160, mem_fraction_static: 0.92}
     config_keys:
-      description: The file keys the installed release accepts where they differ from the argument's name (M(gpuops.host.sglang_server)'s O(gpuops.host.sglang_server#module:command.config_keys)).
+      description:
+        - The file keys the installed release accepts where they differ from the argument's name
+          (M(gpuops.host.sglang_server)'s O(gpuops.host.sglang_server#module:command.config_keys)).
       type: dict
       sample: {}
 record:
