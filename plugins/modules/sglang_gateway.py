@@ -157,8 +157,8 @@ options:
 seealso:
   - module: gpuops.host.sglang_server
 notes:
-  - The gateway does not drain a worker. Once it is out, the worker's own drain (M(gpuops.host.sglang_server)
-    O(gpuops.host.sglang_server#module:action=drain)) waits for the requests it still runs.
+  - The gateway does not drain a worker. Once it is out, the worker's own drain (the stop of
+    M(gpuops.host.sglang_server), O(gpuops.host.sglang_server#module:stop)) waits for the requests it still runs.
 """
 
 EXAMPLES = r"""
