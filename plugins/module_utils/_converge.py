@@ -17,6 +17,7 @@ and returns the steps it would take (``would``) with ``changed`` true.
 from __future__ import annotations
 
 from ansible_collections.gpuops.host.plugins.module_utils import _run_dir as run_dirs
+from ansible_collections.gpuops.host.plugins.module_utils._dump_dir import DumpDir, DumpDirError
 from ansible_collections.gpuops.host.plugins.module_utils import _server_config as config
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang as sglang
 from ansible_collections.gpuops.host.plugins.module_utils._timeline import Timeline
@@ -71,7 +72,9 @@ def _would(p, deps, timeline):
 def started(p, deps):
     timeline = Timeline(deps.clock)
     changes = diff(p)
+    made = {}
     try:
+        _prepare(p, deps, timeline, made)
         if p.get('run_dir') is not None:
             with timeline.step('run_dir', path=p['run_dir']['path']) as entry:
                 try:
@@ -84,10 +87,31 @@ def started(p, deps):
         else:
             result = sglang.ready(p, deps, timeline)
     except sglang.ActionFailed as e:
-        e.result.update(actions=timeline.done, diff=changes)
+        e.result.update(actions=timeline.done, diff=changes, **made)
         raise
-    result.update(actions=timeline.done, diff=changes)
+    result.update(actions=timeline.done, diff=changes, **made)
     return result
+
+
+def _prepare(p, deps, timeline, made):
+    """Before anything is stopped: P's directories, then the run directory of the dumps (``dump_made`` in MADE once
+    it is made, so that a failure after it can remove it while it is empty)."""
+    if p.get('directories'):
+        with timeline.step('directories') as entry:
+            try:
+                entry['made'] = run_dirs.directories(p['directories'], deps.check_mode)
+            except (run_dirs.RunDirError, OSError) as e:
+                raise sglang.ActionFailed('cannot make the directories of the server: %s; the running server was not '
+                                          'touched' % e, {'signalled': False})
+    dump = p.get('dump_dir')
+    if dump:
+        with timeline.step('dump_dir', path='%s/%s' % (dump['root'], dump['name'])) as entry:
+            try:
+                entry['free_gb'] = DumpDir(dump['root'], dump['name'], dump['owner'], dump['group']).create(
+                    dump['min_free_gb'], deps.check_mode).get('free_gb')
+            except (DumpDirError, OSError) as e:
+                raise sglang.ActionFailed('%s; the running server was not touched' % e, {'signalled': False})
+        made['dump_made'] = not deps.check_mode
 
 
 def stopped(p, deps):

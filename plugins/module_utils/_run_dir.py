@@ -32,6 +32,24 @@ class RunDirError(Exception):
     """The run directory or one of its files could not be made: the message says which and why."""
 
 
+def directories(entries, check_mode):
+    """Each directory of ENTRIES ({path, group}: the state directory, its runs, the log directory) made where it is
+    missing (its parents too), root's, mode 0750, of its group where one is given; a link or a directory that is not
+    root's is refused (RunDirError). The paths made, or in check mode that would be."""
+    made = []
+    for entry in entries:
+        path = entry['path'].rstrip('/') or '/'
+        if not os.path.lexists(path):
+            made.append(path)
+        if check_mode:
+            continue
+        parent = os.path.dirname(path)
+        if parent and not os.path.isdir(parent):
+            os.makedirs(parent, 0o755)
+        _directory(path, entry.get('group'))
+    return made
+
+
 def _directory(path, group):
     try:
         os.mkdir(path, MODE)
@@ -45,7 +63,8 @@ def _directory(path, group):
                           % (path, 'a link' if stat.S_ISLNK(st.st_mode) else 'UID %d\'s' % st.st_uid))
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
-        os.fchown(fd, 0, group)
+        if group is not None:
+            os.fchown(fd, 0, group)
         os.fchmod(fd, MODE)
     finally:
         os.close(fd)

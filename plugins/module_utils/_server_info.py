@@ -27,6 +27,7 @@ from ansible_collections.gpuops.host.plugins.module_utils import _sglang as sgla
 from ansible_collections.gpuops.host.plugins.module_utils import _procs as procs
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang_http as shttp
 from ansible_collections.gpuops.host.plugins.module_utils import _writers as writers
+from ansible_collections.gpuops.host.plugins.module_utils._dump_dir import DumpDir, DumpDirError
 from ansible_collections.gpuops.host.plugins.module_utils._nvml import NvmlError
 
 # A HuggingFace hub model ID (org/name), found in HF_HOME's cache; anything else is a path.
@@ -219,7 +220,8 @@ def refusals(options, p, deps):
     process of a server that the restart replaces (a server of ``owners``, its tree) may hold - another program there,
     or another user's, would take the new server's port; ``model``: its ``path`` must exist, or, for a ``hub`` ID
     that the server may not download (``offline``), a snapshot must be in its ``cache`` (the server's ``user``'s, in
-    ``hf_home``). The checks made: ``gpu_count``, ``port``."""
+    ``hf_home``); ``dump_dir``: the run directory of the dumps, checked as _dump_dir.DumpDir.create checks it before it
+    makes it. The checks made: ``gpu_count``, ``port``, ``dump_dir``."""
     out = {}
     gpus = options.get('gpus')
     if gpus is not None:
@@ -229,6 +231,14 @@ def refusals(options, p, deps):
                 'The server would need GPU(s) %s (tp_size x dp_size from base_gpu_id in steps of gpu_id_step, or '
                 'sglang_launch_gpus), but NVML sees %d GPU(s) on this node (indices 0 to %d); refusing before the '
                 'running server is touched.' % (', '.join(str(i) for i in gpus), count, count - 1), out)
+    dump = options.get('dump_dir')
+    if dump:
+        try:
+            out['dump_dir'] = DumpDir(dump['root'], dump['name'], dump['owner'], dump['group']).create(
+                dump['min_free_gb'], check_mode=True)
+        except (DumpDirError, OSError) as e:
+            raise sglang.ActionFailed('%s; refusing before the running server is touched.' % e,
+                                      dict(out, path=os.path.join(dump['root'], dump['name'])))
     model = options.get('model') or {}
     if model.get('hub'):
         snapshots = os.path.join(model['cache'], 'snapshots')

@@ -11,7 +11,8 @@ module: sglang_server
 short_description: Run an SGLang server on a node, or stop every one, in one call
 version_added: 0.2.0
 description:
-  - O(state=started) makes the new server run - this run's directory of secret files (O(run_dir)), then the stop of
+  - O(state=started) makes the new server run - the server's directories (O(directories)), the run directory of its
+    dumps (O(dump_dir)) and this run's directory of secret files (O(run_dir)), then the stop of
     what runs (O(stop)), the start of the server under its supervisor (O(start) - a process in its own session, a
     systemd unit, a Docker or Podman container), the wait until O(path) answers 200, the checks of O(checks) and the
     record O(record), in this order and in one call - nothing else runs between the old server's exit and the new
@@ -58,7 +59,8 @@ attributes:
 options:
   state:
     description:
-      - V(started) - the new server runs - O(run_dir) made with its secret files, what runs stopped (O(stop)), the server
+      - V(started) - the new server runs - O(directories), O(dump_dir) and O(run_dir) made (with its secret files),
+        what runs stopped (O(stop)), the server
         started under its supervisor (O(start)), its answer awaited (O(path)), its checks passed (O(checks)) and its
         record written (O(record)), in this order and in one call. Whether the node needs that is the plan of
         M(gpuops.host.sglang_server_info), which compares the running server with the desired one.
@@ -105,6 +107,51 @@ options:
         the C(--config) file O(command.secrets_path) (or O(command.config_path)).
     type: dict
     default: {}
+  directories:
+    description:
+      - With O(state=started), directories the server needs (the state directory, its C(runs), the log directory), made
+        first where they are missing, with their parents - root's, mode 0750, of O(directories[].group) where it is
+        given. A link, or a directory that is not root's, is refused before anything is stopped.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: The directory.
+        type: path
+        required: true
+      group:
+        description: Its group (GID); unset, it keeps its own.
+        type: int
+  dump_dir:
+    description:
+      - With O(state=started), the run directory of the new server's hidden-state dumps, made before anything is
+        stopped as M(gpuops.host.dump_dir) makes it - under the checked dump root (no link, no directory on its way that
+        another user can change), with the free space asked, by C(mkdir) of a name where nothing is yet; mode 0750, of
+        the server's user and the dump group. RV(dump_made) says, in a failure too, that it was made, so that the caller
+        can remove it while it stays empty.
+    type: dict
+    suboptions:
+      root:
+        description: The dump root.
+        type: path
+        required: true
+      name:
+        description: The run directory's name, a plain name.
+        type: str
+        required: true
+      owner:
+        description: The server's user (UID).
+        type: int
+        default: 0
+      group:
+        description: The dump group (GID), which reads the dumps.
+        type: int
+        default: 0
+      min_free_gb:
+        description: The free space the dump root must have, in GB.
+        type: float
+        default: 0
   run_dir:
     description:
       - With O(state=started), this run's directory of secret files, made before anything is stopped - root's and
@@ -1021,6 +1068,11 @@ actions:
   sample: [{action: stop, servers: [4200], seconds: 2.05}, {action: start, kind: systemd, pid: 4310, seconds: 0.04},
            {action: wait, path: /health_generate, ready: true, seconds: 41.2}, {action: check, check: gpus, seconds: 0.02},
            {action: record, path: /var/lib/gpuops/sglang/server.json, seconds: 0.01}]
+dump_made:
+  description: Whether O(dump_dir) was made by this call (in a failure too).
+  returned: dump_dir is set and it was made
+  type: bool
+  sample: true
 diff:
   description:
     - The identity of the server recorded now (C(before); empty where none passed its checks) and that of the record this
@@ -1096,6 +1148,15 @@ def argument_spec():
             owner=dict(type='dict', options=copy.deepcopy(owner)),
             environment_owner=dict(type='dict', options=copy.deepcopy(owner)))),
         environment_file=dict(type='str', no_log=True),
+        directories=dict(type='list', elements='dict', default=[], options=dict(
+            path=dict(type='path', required=True),
+            group=dict(type='int'))),
+        dump_dir=dict(type='dict', options=dict(
+            root=dict(type='path', required=True),
+            name=dict(type='str', required=True),
+            owner=dict(type='int', default=0),
+            group=dict(type='int', default=0),
+            min_free_gb=dict(type='float', default=0))),
         checks=dict(type='dict', options=dict(
             dump_dir=dict(type='path'),
             prompt=dict(type='str'),

@@ -190,6 +190,33 @@ options:
             not download (C(offline)), a snapshot must be in its C(cache) (the hub cache of the server's C(user), in
             C(hf_home)).
         type: dict
+      dump_dir:
+        description:
+          - The run directory of the new server's hidden-state dumps, checked as M(gpuops.host.dump_dir) checks it
+            before it makes it - the dump root (no link, no directory on its way that another user can change), its
+            free space, and nothing at the run directory's name yet.
+        type: dict
+        suboptions:
+          root:
+            description: The dump root, as M(gpuops.host.dump_dir)'s O(gpuops.host.dump_dir#module:root).
+            type: path
+            required: true
+          name:
+            description: The run directory's name, as M(gpuops.host.dump_dir)'s O(gpuops.host.dump_dir#module:name).
+            type: str
+            required: true
+          owner:
+            description: The server's user (UID), who may own the dump root.
+            type: int
+            default: 0
+          group:
+            description: The dump group (GID).
+            type: int
+            default: 0
+          min_free_gb:
+            description: The free space the dump root must have, in GB.
+            type: float
+            default: 0
   unit_files:
     description:
       - With O(config), the unit files a launch under systemd would write over or migrate, read here (RV(unit_files)).
@@ -442,8 +469,8 @@ changes:
   elements: dict
 refusals:
   description:
-    - With O(config) and O(refuse), where the plan restarts the server - what was checked - C(gpu_count) (NVML's) and
-      C(port) (its listeners and their holders).
+    - With O(config) and O(refuse), where the plan restarts the server - what was checked - C(gpu_count) (NVML's),
+      C(port) (its listeners and their holders) and C(dump_dir) (the dump root's free space, C(free_gb)).
   returned: config and refuse are set, and the plan restarts the server
   type: dict
   sample: {"gpu_count": 8, "port": {"listening": true, "holders": [{"pid": 4200, "cmdline": "python -m sglang.launch_server"}]}}
@@ -505,7 +532,12 @@ def main():
             refuse=dict(type='dict', options=dict(gpus=dict(type='list', elements='int'), port=dict(type='int'),
                                                   bind_host=dict(type='str'),
                                                   owners=dict(type='list', elements='str', default=[]),
-                                                  model=dict(type='dict'))),
+                                                  model=dict(type='dict'), dump_dir=dict(type='dict', options=dict(
+                                                      root=dict(type='path', required=True),
+                                                      name=dict(type='str', required=True),
+                                                      owner=dict(type='int', default=0),
+                                                      group=dict(type='int', default=0),
+                                                      min_free_gb=dict(type='float', default=0))))),
             unit_files=dict(type='dict', options=dict(path=dict(type='path', required=True),
                                                       old_path=dict(type='path', required=True),
                                                       mark=dict(type='str', required=True),
