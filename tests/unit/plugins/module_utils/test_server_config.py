@@ -233,6 +233,7 @@ def test_the_command_is_checked_with_its_secret_arguments_and_environment_folded
     ({'server_args': {'port; rm': 1}}, {}, "server argument name(s) 'port; rm'"),
     ({'server_args': {'api_key': 'sk-1'}}, {}, 'server_args.api_key: secret value(s) in an option that the module logs'),
     ({'server_args': {}}, {'secret_server_args': {'a b': 'sk-1'}}, "server argument name(s) 'a b'"),
+    ({'server_args': {}}, {'environment': {'HF_TOKEN': 'hf_x'}}, 'environment.HF_TOKEN: secret value(s)'),
 ])
 def test_a_bad_command_is_refused_before_the_parser_runs(monkeypatch, command, top, refused):
     monkeypatch.setattr(server_info.sglang, 'check_args', lambda p, deps: pytest.fail('the parser ran'))

@@ -1,0 +1,179 @@
+# Copyright: (c) 2026, gpuops maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""sglang_server's states (_converge): started - the run directory, then the stop, start, wait, checks and record in
+one call (_sglang.ready), or in check mode the stop's own reading and the steps it would take - and stopped, each
+with its actions and started with its diff. The stop and ready are recording stand-ins."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ansible_collections.gpuops.host.plugins.module_utils import _converge as converging
+from ansible_collections.gpuops.host.plugins.module_utils import _server_config as config
+from ansible_collections.gpuops.host.plugins.module_utils import _sglang
+
+
+class Deps:
+    def __init__(self, check_mode=False):
+        self.check_mode = check_mode
+        self.clock = lambda: 0.0
+        self.wall_clock = lambda: 1796440000.7
+
+
+IDENTITY = {'mode': 'serving', 'argv': ['/opt/sglang/bin/python', '-m', 'sglang.launch_server', '--port', '30000'],
+            'sglang': '0.5.23'}
+NEW = dict(IDENTITY, sglang='0.5.24')
+
+
+@pytest.fixture
+def steps(monkeypatch):
+    """_sglang.stop and _sglang.ready, recorded with what each got (the stop: its parameters and whether check mode
+    was on); FAIL names those that fail."""
+    calls, fail = [], {}
+
+    def stop(p, deps):
+        calls.append(('stop', p, deps.check_mode))
+        if 'stop' in fail:
+            raise _sglang.ActionFailed('2 request(s) still in flight', {'signalled': False})
+        return {'changed': not deps.check_mode, 'servers': [{'pid': 31}, {'pid': 32}], 'summary': {}}
+
+    def ready(p, deps, actions=None):
+        calls.append(('ready', p, deps.check_mode))
+        with actions.step('wait', path=p['path']) as entry:
+            entry['ready'] = 'ready' not in fail
+        if 'ready' in fail:
+            raise _sglang.ActionFailed('the SGLang server 4200 exited while loading', {'ready': False, 'pid': 4200})
+        return {'changed': True, 'ready': True, 'pid': 4200}
+
+    monkeypatch.setattr(_sglang, 'stop', stop)
+    monkeypatch.setattr(_sglang, 'ready', ready)
+    return calls, fail
+
+
+def params(tmp_path, **changes):
+    record = str(tmp_path / 'server.json')
+    p = {'state': 'started', 'url': 'http://127.0.0.1:30000', 'path': '/health', 'command': None,
+         'secret_server_args': {},
+         'stop': {'record_path': record, 'timeout': 600, 'lock': {'path': '/run/gpuops.lock', 'take': False}},
+         'start': {'kind': 'systemd', 'unit': {}},
+         'checks': {'dump_dir': '/data/hs/run-1', 'expected_info': {'tp_size': 2}, 'gpus': [0, 1]},
+         'record': {'path': record, 'fields': {'identity': NEW}, 'entry': {}}}
+    p.update(changes)
+    return p
+
+
+def recorded(tmp_path, status):
+    (tmp_path / 'server.json').write_text(json.dumps({'status': status, 'pid': 31, 'start': 7, 'identity': IDENTITY}))
+
+
+def test_check_mode_reads_the_stop_without_its_lock_and_lists_every_step_it_would_take(steps, tmp_path):
+    calls = steps[0]
+    result = converging.converge(params(tmp_path), Deps(check_mode=True))
+    assert [(name, check_mode) for name, p, check_mode in calls] == [('stop', True)]
+    stopped = calls[0][1]
+    # the stop's own options, the lock among them removed: a reading takes and checks none
+    assert stopped['lock'] is None and stopped['timeout'] == 600
+    assert result['changed'] is True and result['ready'] is False and result['pid'] is None
+    assert result['stopped']['servers'] == [{'pid': 31}, {'pid': 32}]
+    assert result['actions'] == [
+        {'action': 'stop', 'check_mode': True, 'servers': [31, 32], 'seconds': 0.0},
+        {'action': 'start', 'kind': 'systemd', 'seconds': 0.0, 'would': True},
+        {'action': 'wait', 'path': '/health', 'seconds': 0.0, 'would': True},
+        {'action': 'check', 'check': 'environ', 'seconds': 0.0, 'would': True},
+        {'action': 'check', 'check': 'probe', 'seconds': 0.0, 'would': True},
+        {'action': 'check', 'check': 'info', 'seconds': 0.0, 'would': True},
+        {'action': 'check', 'check': 'gpus', 'seconds': 0.0, 'would': True},
+        {'action': 'record', 'path': str(tmp_path / 'server.json'), 'seconds': 0.0, 'would': True}]
+    assert result['diff']['after'] == config.render(NEW)
+
+
+def test_check_mode_of_a_serving_server_would_check_its_gpus_only_and_lists_the_run_directory(steps, tmp_path):
+    run = tmp_path / 'run-1'
+    p = params(tmp_path, stop=None, record=None, checks={'dump_dir': None, 'expected_info': None, 'gpus': [0]},
+               run_dir={'path': str(run)}, environment_file='A=1\n')
+    result = converging.converge(p, Deps(check_mode=True))
+    assert steps[0] == [] and 'stopped' not in result
+    assert [(a['action'], a.get('check'), a.get('would', False)) for a in result['actions']] == [
+        ('run_dir', None, False), ('start', None, True), ('wait', None, True), ('check', 'gpus', True)]
+    assert result['actions'][0]['files'] == [str(run / 'server.env')] and not run.exists()
+    # without checks, none would be made
+    result = converging.converge(dict(p, checks=None), Deps(check_mode=True))
+    assert [a['action'] for a in result['actions']] == ['run_dir', 'start', 'wait']
+
+
+def test_started_runs_ready_after_the_run_directory_with_its_timeline(steps, tmp_path):
+    calls = steps[0]
+    result = converging.converge(params(tmp_path), Deps())
+    assert [(name, check_mode) for name, p, check_mode in calls] == [('ready', False)]
+    assert calls[0][1]['stop']['lock'] == {'path': '/run/gpuops.lock', 'take': False}
+    assert result['actions'] == [{'action': 'wait', 'path': '/health', 'ready': True, 'seconds': 0.0}]
+    assert (result['ready'], result['pid'], result['changed']) == (True, 4200, True)
+
+
+def test_a_failure_carries_the_actions_and_the_diff(steps, tmp_path):
+    recorded(tmp_path, 'ok')
+    steps[1]['ready'] = True
+    with pytest.raises(_sglang.ActionFailed) as e:
+        converging.converge(params(tmp_path), Deps())
+    assert e.value.msg == 'the SGLang server 4200 exited while loading'
+    r = e.value.result
+    assert r['pid'] == 4200
+    assert r['actions'] == [{'action': 'wait', 'path': '/health', 'ready': False, 'seconds': 0.0}]
+    assert r['diff']['before'] == config.render(IDENTITY) and r['diff']['after'] == config.render(NEW)
+
+
+def test_a_failing_stop_in_check_mode_carries_the_actions_and_the_diff(steps, tmp_path):
+    steps[1]['stop'] = True
+    with pytest.raises(_sglang.ActionFailed) as e:
+        converging.converge(params(tmp_path), Deps(check_mode=True))
+    assert e.value.result['actions'] == [{'action': 'stop', 'check_mode': True, 'failed': True, 'seconds': 0.0}]
+    assert e.value.result['diff']['after'] == config.render(NEW)
+
+
+@pytest.mark.parametrize('status, before', [('ok', config.render(IDENTITY)), ('failed', ''), (None, '')])
+def test_the_diff_before_is_the_recorded_identity_only_where_its_status_is_ok(steps, tmp_path, status, before):
+    if status:
+        recorded(tmp_path, status)
+    result = converging.converge(params(tmp_path), Deps())
+    assert result['diff'] == {'before_header': '%s (recorded)' % (tmp_path / 'server.json'),
+                              'after_header': 'started', 'before': before, 'after': config.render(NEW)}
+    assert before == '' or 'sglang: 0.5.23' in before
+
+
+def test_a_refused_run_directory_stops_nothing(steps, tmp_path):
+    p = params(tmp_path, run_dir={'path': str(tmp_path / 'run-1')},
+               command={'server_args': {'port': 30000}, 'secret_args': [], 'config_file': False,
+                        'secrets_path': str(tmp_path / 'elsewhere' / 'secret-args.yaml')},
+               secret_server_args={'api_key': 'sk-1234'})
+    with pytest.raises(_sglang.ActionFailed) as e:
+        converging.converge(p, Deps())
+    assert e.value.msg.startswith('the argument file %s is not in the run directory' % p['command']['secrets_path'])
+    assert e.value.msg.endswith('; the running server was not touched')
+    assert e.value.result['signalled'] is False and steps[0] == []
+    assert [(a['action'], a['failed']) for a in e.value.result['actions']] == [('run_dir', True)]
+
+
+def test_a_secret_in_the_logged_command_is_refused_before_anything(steps, tmp_path):
+    p = params(tmp_path, command={'server_args': {'api_key': 'sk-1234'}})
+    with pytest.raises(_sglang.ActionFailed) as e:
+        converging.converge(p, Deps(check_mode=True))
+    assert e.value.result == {'leaked': ['server_args.api_key']} and steps[0] == []
+
+
+def test_stopped_stops_every_server_with_the_stop_s_options_and_lists_their_pids(steps, tmp_path):
+    calls = steps[0]
+    p = {'state': 'stopped', 'stop': {'record_path': str(tmp_path / 'server.json'), 'timeout': 30, 'lock': None}}
+    result = converging.converge(p, Deps())
+    assert [(name, stopping['timeout']) for name, stopping, check_mode in calls] == [('stop', 30)]
+    assert result['actions'] == [{'action': 'stop', 'servers': [31, 32], 'seconds': 0.0}]
+    assert result['changed'] is True and result['servers'] == [{'pid': 31}, {'pid': 32}]
+
+
+def test_a_failed_stop_carries_its_actions(steps, tmp_path):
+    steps[1]['stop'] = True
+    with pytest.raises(_sglang.ActionFailed) as e:
+        converging.converge({'state': 'stopped', 'stop': {'timeout': 30}}, Deps())
+    assert e.value.result == {'signalled': False, 'actions': [{'action': 'stop', 'failed': True, 'seconds': 0.0}]}
