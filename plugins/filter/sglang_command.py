@@ -49,7 +49,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpuops.host.plugins.module_utils._sglang import ActionFailed, render
+from ansible_collections.gpuops.host.plugins.module_utils._sglang import ActionFailed, refuse_bad_names, render
 
 
 def sglang_command(command):
@@ -60,6 +60,7 @@ def sglang_command(command):
     if command.get('config_file') and not command.get('config_path'):
         raise AnsibleFilterError('sglang_command: config_file is true but config_path is not set')
     try:
+        refuse_bad_names(command)
         return render(dict(command, entry_module=command.get('entry_module') or 'sglang.launch_server'))
     except ActionFailed as e:
         raise AnsibleFilterError('sglang_command: %s' % e.msg)

@@ -59,10 +59,7 @@ def _would(p, deps, timeline):
             entry['servers'] = [s['pid'] for s in result['stopped'].get('servers') or []]
     timeline.would('start', kind=p['start']['kind'])
     timeline.would('wait', path=p['path'])
-    checks = p.get('checks') or {}
-    names = (['environ', 'probe'] if checks.get('dump_dir') else []) + \
-        (['info'] if checks.get('expected_info') is not None else []) + (['gpus'] if p.get('checks') else [])
-    for name in names:
+    for name in sglang.check_names(p['checks']) if p.get('checks') is not None else []:
         timeline.would('check', check=name)
     if p.get('record') is not None:
         timeline.would('record', path=p['record']['path'])

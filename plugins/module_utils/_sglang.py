@@ -862,6 +862,15 @@ def _drain_each(found, p, deps, table):
     drains, undrained = [], []
     for server in found['servers']:
         user = server['user']
+        if server.get('node_rank'):
+            # A node of rank 1 or more of a multi-node server has no requests (only rank 0 runs the tokenizer) and
+            # serves no load: its drain would wait on a count it can never read. It stops when rank 0 does, or
+            # by the escalation where rank 0 is gone.
+            drains.append({'pid': server['pid'], 'url': server['url'], 'drained': True, 'in_flight': 0, 'lost': 0,
+                           'source': 'node_rank', 'node_rank': server['node_rank'], 'seconds': 0.0,
+                           'readings': 0, 'serving': False, 'aborted': False, 'needs_api_key': False,
+                           'error': None})
+            continue
         tie = _tied(p, deps, server['pid'], server['url'], table)
         reason = tie['reason'] if not tie['tied'] else key_trust(p, deps, server, found['record'], found['servers'])
         if reason:
@@ -1165,6 +1174,22 @@ def check_info(p, deps):
     return result
 
 
+def check_names(options):
+    """The checks that OPTIONS (the checks option) asks for, in the order they run: ``environ`` and ``probe`` (with
+    ``dump_dir``; the probe unless ``probe`` is false), else ``schedulers`` (with ``schedulers``), then ``info``
+    (with ``expected_info``), then ``gpus``, always."""
+    names = []
+    if options.get('dump_dir'):
+        names.append('environ')
+        if options.get('probe', True):
+            names.append('probe')
+    elif options.get('schedulers'):
+        names.append('schedulers')
+    if options.get('expected_info') is not None:
+        names.append('info')
+    return names + ['gpus']
+
+
 def post_checks(p, deps, pid, options, ready_result=None, actions=None):
     """The checks of the SGLang server PID once it answers ready, in order, each on the server's own listener: with
     OPTIONS['dump_dir'], the dump directory in the environment of the main process and every scheduler (one per GPU),
@@ -1182,15 +1207,17 @@ def post_checks(p, deps, pid, options, ready_result=None, actions=None):
         result.update(ready=True, pid=pid, check=name, checks=done)
         raise ActionFailed(error.msg, result)
 
-    steps = []
-    if options.get('dump_dir'):
-        steps.append(('environ', check_environ, dict(base, environ={'SGLANG_HS_DUMP_DIR': options['dump_dir']},
-                                                     schedulers=max(len(options.get('gpus') or ()), 1))))
-        steps.append(('probe', probe, dict(base, dump_dir=options['dump_dir'], timeout=options['probe_timeout'],
-                                           interval=0.5, rid=None,
-                                           prompt=options.get('prompt') or PROBE_PROMPT)))
-    if options.get('expected_info') is not None:
-        steps.append(('info', check_info, dict(base, expect=options['expected_info'], request_timeout=30)))
+    dump_dir = options.get('dump_dir')
+    made = {
+        'environ': lambda: (check_environ, dict(base, environ={'SGLANG_HS_DUMP_DIR': dump_dir},
+                                                schedulers=max(len(options.get('gpus') or ()), 1))),
+        'probe': lambda: (probe, dict(base, dump_dir=dump_dir, timeout=options['probe_timeout'], interval=0.5,
+                                      rid=None, prompt=options.get('prompt') or PROBE_PROMPT)),
+        # a node of rank 1 or more answers 200 whatever its schedulers do: they must be there, alive
+        'schedulers': lambda: (check_environ, dict(base, environ={}, schedulers=options['schedulers'])),
+        'info': lambda: (check_info, dict(base, expect=options['expected_info'], request_timeout=30)),
+    }
+    steps = [(name,) + made[name]() for name in check_names(options) if name != 'gpus']
     for name, step, params in steps:
         try:
             with actions.step('check', check=name):
@@ -1223,14 +1250,19 @@ def command_options():
                 secrets_path=dict(type='path'))
 
 
-def refuse_bad_command(params):
-    """ActionFailed where PARAMS (a command's options) name a server argument that is no plain name, or carry a secret
-    in an option that the invocation log shows as given: checked before anything else is done."""
+def refuse_bad_names(params):
+    """ActionFailed where PARAMS (a command's options) name a server argument that is no plain name."""
     names = sorted(set(params.get('server_args') or {}) | set(params.get('secret_server_args') or {}))
     bad = [n for n in names if not sargs.ARG_NAME.match(n)]
     if bad:
         raise ActionFailed('server argument name(s) %s: each must be a plain name (%s), as SGLang\'s own are, '
                            'nothing was rendered' % (', '.join(repr(n) for n in bad), sargs.ARG_NAME.pattern))
+
+
+def refuse_bad_command(params):
+    """ActionFailed where PARAMS (a command's options) name a server argument that is no plain name, or carry a secret
+    in an option that the invocation log shows as given: checked before anything else is done."""
+    refuse_bad_names(params)
     leaked = public_secrets(params)
     if leaked:
         raise ActionFailed('%s: secret value(s) in an option that the module logs as given (syslog or the journal); '

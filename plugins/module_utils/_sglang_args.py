@@ -279,10 +279,17 @@ def _int(args, names, default):
 
 
 def expected_gpus(args, cuda_visible_devices=None):
-    """NVML indices of the GPUs a server with ARGS occupies: ``tp_size`` x ``dp_size`` GPUs from
-    ``base_gpu_id`` in steps of ``gpu_id_step`` (SGLang's scheduler placement), mapped through
+    """NVML indices of the GPUs a server with ARGS occupies on a node: ``tp_size`` x ``dp_size`` GPUs (their share
+    of each node, with ``nnodes``) from ``base_gpu_id`` in steps of ``gpu_id_step`` (SGLang's scheduler placement),
+    mapped through
     CUDA_VISIBLE_DEVICES when it is set to indices."""
     count = _int(args, ('tp_size', 'tensor_parallel_size'), 1) * _int(args, ('dp_size', 'data_parallel_size'), 1)
+    nnodes = _int(args, ('nnodes',), 1)
+    if nnodes > 1:
+        # over several nodes each runs its share of the ranks (engine.py _calculate_rank_ranges)
+        if count % nnodes:
+            raise ArgsError('tp_size x dp_size (%d) does not divide among %d nodes' % (count, nnodes))
+        count //= nnodes
     base = _int(args, ('base_gpu_id',), 0)
     step = _int(args, ('gpu_id_step',), 1)
     cuda = [base + i * step for i in range(count)]

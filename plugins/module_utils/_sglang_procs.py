@@ -27,6 +27,7 @@ _PORT = re.compile(r'^--port(?:=(\d+))?$')
 _HOST = re.compile(r'^--host(?:=(\S+))?$')
 _API_KEY = re.compile(r'^--api-key(?:=(.+))?$')
 _CONFIG = re.compile(r'^--config(?:=(.+))?$')
+_NODE_RANK = re.compile(r'^--node-rank(?:=(\d+))?$')
 # A key of SGLang's --config YAML file (utils/server_args_config_parser.py turns each key into --KEY): api-key, or
 # api_key as some write it; the value plain, or quoted as YAML and JSON quote it.
 _CONFIG_API_KEY = re.compile(r'''^api[-_]key:\s*(?:"((?:[^"\\]|\\.)*)"|'((?:[^']|'')*)'|([^\s#"'][^#]*?))\s*(?:#.*)?$''')
@@ -44,6 +45,14 @@ def _option(argv, pattern):
         if m:
             value = m.group(1) if m.group(1) else (argv[i + 1] if i + 1 < len(argv) else None)
     return value
+
+
+def node_rank_of(argv):
+    """The --node-rank of a server with command line ARGV: 0 where it names none (one node, or the head of a
+    multi-node server). A node of rank 1 or more runs only schedulers and a health server that answers 200
+    whatever they do: it has no requests to drain (SGLang 0.5.23 engine.py _launch_subprocesses)."""
+    value = _option(argv, _NODE_RANK)
+    return int(value) if value and value.isdigit() else 0
 
 
 def url_of(argv, default_url):
@@ -280,6 +289,7 @@ def find_servers(procfs, table, patterns, record, default_url, redact, self_pids
         servers.append({
             'pid': proc.pid, 'start': proc.start, 'url': url.rstrip('/'), 'cmdline': redact(proc.command),
             'marker': env_marker, 'recorded': recorded, 'session': proc.sid if proc.sid == proc.pid else None,
+            'node_rank': node_rank_of(proc.cmdline),
             'schedulers': sum(1 for p in members if p.cmdline[:1] and p.cmdline[0].startswith(SCHEDULER_TITLE)),
             'tree': [describe(p, redact) for p in members],
         })

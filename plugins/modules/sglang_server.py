@@ -234,6 +234,7 @@ options:
         naming it and RV(pid) the server (which the caller stops).
       - With O(checks.dump_dir), the dump directory in the environment of the main process and of every scheduler
         (one per GPU of O(checks.gpus)), then a probe request whose own hidden-state dump must appear there.
+      - Else, with O(checks.schedulers), that many titled schedulers alive in the server's tree.
       - With O(checks.expected_info), C(/server_info) against those values.
       - Then NVML must show every GPU of O(checks.gpus) with at least O(checks.min_used_mib) in use (a server that
         came up on other GPUs answers ready all the same).
@@ -246,6 +247,12 @@ options:
       prompt:
         description: The probe's prompt; unset, a sentence of the collection's.
         type: str
+      probe:
+        description:
+          - With O(checks.dump_dir), send the probe; V(false) for a node of rank 1 or more of a multi-node server, which
+            takes no request (its schedulers' environment is still checked).
+        type: bool
+        default: true
       probe_timeout:
         description: Seconds to wait for the probe's answer and its dump.
         type: float
@@ -265,6 +272,14 @@ options:
         description: Memory in use (MiB) below which a GPU counts as one the server does not occupy.
         type: int
         default: 1024
+      schedulers:
+        description:
+          - Without O(checks.dump_dir) (whose check counts them too), the fewest titled schedulers (C(sglang::scheduler*))
+            the server's tree must have, alive - one per GPU of the node. A node of rank 1 or more of a multi-node
+            server answers its readiness path with 200 whatever its schedulers do; this check is what proves it ready.
+            V(0) checks nothing.
+        type: int
+        default: 0
       expected_count:
         description: The number of GPUs NVML must show, as O(gpuops.host.gpu_verify#module:expected_count).
         type: int
@@ -1047,7 +1062,7 @@ checks_seconds:
   sample: 3.1
 checks:
   description:
-    - What each check found, by name (V(environ), V(probe), V(info), V(gpus)); in a failure,
+    - What each check found, by name (V(environ), V(probe), V(schedulers), V(info), V(gpus)); in a failure,
       those that passed.
   returned: state is started and checks is set
   type: dict
@@ -1160,11 +1175,13 @@ def argument_spec():
         checks=dict(type='dict', options=dict(
             dump_dir=dict(type='path'),
             prompt=dict(type='str'),
+            probe=dict(type='bool', default=True),
             probe_timeout=dict(type='float', default=60),
             expected_info=dict(type='dict'),
             api_key=dict(type='str', no_log=True),
             gpus=dict(type='list', elements='int', default=[]),
             min_used_mib=dict(type='int', default=1024),
+            schedulers=dict(type='int', default=0),
             expected_count=dict(type='int'),
             v1_reserved_mib=dict(type='int'))),
         stop=dict(type='dict', options=stop_options()),

@@ -8,12 +8,18 @@ with its actions and started with its diff. The stop and ready are recording sta
 from __future__ import annotations
 
 import json
+import os
+import stat
 
 import pytest
 
 from ansible_collections.gpuops.host.plugins.module_utils import _converge as converging
 from ansible_collections.gpuops.host.plugins.module_utils import _server_config as config
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang
+
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason='the directories and the dump directory are root\'s: needs root')
+# the server's user and the dump group, whom the run directory of the dumps belongs to
+SERVER_UID, DUMP_GID = 1001, 2001
 
 
 class Deps:
@@ -177,3 +183,82 @@ def test_a_failed_stop_carries_its_actions(steps, tmp_path):
     with pytest.raises(_sglang.ActionFailed) as e:
         converging.converge({'state': 'stopped', 'stop': {'timeout': 30}}, Deps())
     assert e.value.result == {'signalled': False, 'actions': [{'action': 'stop', 'failed': True, 'seconds': 0.0}]}
+
+
+# -- before anything is stopped: the server's directories and the run directory of the dumps (_prepare) ----------
+
+def prepared(tmp_path, **changes):
+    """P with its directories (the state directory and its runs) and the run directory run-1 of the dumps under
+    the dump root tmp_path/dumps, which is made here (root's, mode 0755: a trusted root)."""
+    dumps = tmp_path / 'dumps'
+    if not dumps.exists():
+        dumps.mkdir(mode=0o755)
+    state = tmp_path / 'state'
+    return params(tmp_path, directories=[{'path': str(state), 'group': None},
+                                         {'path': str(state / 'runs'), 'group': None}],
+                  dump_dir={'root': str(dumps), 'name': 'run-1', 'owner': SERVER_UID, 'group': DUMP_GID,
+                            'min_free_gb': 0.0}, **changes)
+
+
+@as_root
+@pytest.mark.parametrize('fails', [False, True])
+def test_the_directories_and_the_dump_directory_come_first_and_dump_made_outlives_a_failure(steps, tmp_path, fails):
+    if fails:
+        steps[1]['ready'] = True
+    p = prepared(tmp_path)
+    if fails:
+        with pytest.raises(_sglang.ActionFailed) as e:
+            converging.converge(p, Deps())
+        assert e.value.msg == 'the SGLang server 4200 exited while loading'
+        result = e.value.result
+    else:
+        result = converging.converge(p, Deps())
+    assert result['dump_made'] is True and [name for name, q, check_mode in steps[0]] == ['ready']
+    actions = result['actions']
+    assert [a['action'] for a in actions] == ['directories', 'dump_dir', 'wait']
+    assert actions[0]['made'] == [str(tmp_path / 'state'), str(tmp_path / 'state' / 'runs')]
+    assert actions[1]['path'] == '%s/run-1' % (tmp_path / 'dumps') and 'failed' not in actions[1]
+    assert isinstance(actions[1]['free_gb'], float) and actions[1]['free_gb'] >= 0
+    st = os.lstat(str(tmp_path / 'dumps' / 'run-1'))
+    assert (stat.S_ISDIR(st.st_mode), st.st_uid, st.st_gid) == (True, SERVER_UID, DUMP_GID)
+    st = os.lstat(str(tmp_path / 'state' / 'runs'))
+    assert (stat.S_IMODE(st.st_mode), st.st_uid) == (0o750, 0)
+
+
+@as_root
+def test_a_dump_root_that_does_not_exist_fails_before_the_server_is_touched(steps, tmp_path):
+    p = prepared(tmp_path)
+    p['dump_dir']['root'] = str(tmp_path / 'absent')
+    with pytest.raises(_sglang.ActionFailed) as e:
+        converging.converge(p, Deps())
+    assert 'is not a directory on this host' in e.value.msg
+    assert e.value.msg.endswith('; the running server was not touched')
+    r = e.value.result
+    assert r['signalled'] is False and 'dump_made' not in r and steps[0] == []
+    assert [(a['action'], a.get('failed', False)) for a in r['actions']] == [('directories', False),
+                                                                             ('dump_dir', True)]
+    assert not (tmp_path / 'absent').exists()
+
+
+@as_root
+def test_a_refused_directory_fails_before_the_dump_directory_and_the_server(steps, tmp_path):
+    (tmp_path / 'elsewhere').mkdir()
+    os.symlink(str(tmp_path / 'elsewhere'), str(tmp_path / 'state'))
+    with pytest.raises(_sglang.ActionFailed) as e:
+        converging.converge(prepared(tmp_path), Deps())
+    assert e.value.msg.startswith('cannot make the directories of the server: %s is a link' % (tmp_path / 'state'))
+    assert e.value.msg.endswith('; the running server was not touched')
+    r = e.value.result
+    assert r['signalled'] is False and 'dump_made' not in r and steps[0] == []
+    assert [(a['action'], a.get('failed', False)) for a in r['actions']] == [('directories', True)]
+    assert os.listdir(str(tmp_path / 'dumps')) == [] and os.listdir(str(tmp_path / 'elsewhere')) == []
+
+
+@as_root
+def test_check_mode_checks_the_directories_and_the_dump_directory_and_makes_nothing(steps, tmp_path):
+    result = converging.converge(prepared(tmp_path), Deps(check_mode=True))
+    assert result['dump_made'] is False and [name for name, q, check_mode in steps[0]] == ['stop']
+    assert [a['action'] for a in result['actions']][:3] == ['directories', 'dump_dir', 'stop']
+    assert result['actions'][0]['made'] == [str(tmp_path / 'state'), str(tmp_path / 'state' / 'runs')]
+    assert isinstance(result['actions'][1]['free_gb'], float)
+    assert sorted(os.listdir(str(tmp_path))) == ['dumps'] and os.listdir(str(tmp_path / 'dumps')) == []

@@ -142,3 +142,68 @@ def test_without_an_environment_only_the_argument_files_are_listed(tmp_path):
     run = tmp_path / 'run-1'
     args = str(run / 'config.yaml')
     assert run_dirs.prepare({'path': str(run)}, {args: 'port: 30000\n'}, True) == [args]
+
+
+# -- the directories of the server (directories): its state directory, its runs, its log directory ---------------
+
+@as_root
+def test_directories_are_made_with_their_parents_root_s_mode_0750_of_their_group(tmp_path, umask):
+    runs = tmp_path / 'state' / 'runs'
+    logs = tmp_path / 'logs'
+    made = run_dirs.directories([{'path': str(runs), 'group': SERVER_GID}, {'path': str(logs) + '/', 'group': None}],
+                                False)
+    assert made == [str(runs), str(logs)]
+    assert (tmp_path / 'state').is_dir() and not (tmp_path / 'state').is_symlink()
+    assert (mode_of(runs), owner_of(runs)) == (0o750, (0, SERVER_GID))
+    assert (mode_of(logs), owner_of(logs)) == (0o750, (0, 0))
+    # made again, nothing is new
+    assert run_dirs.directories([{'path': str(runs), 'group': SERVER_GID}], False) == []
+
+
+@as_root
+def test_an_existing_directory_keeps_its_group_where_none_is_given(tmp_path):
+    state = tmp_path / 'state'
+    state.mkdir()
+    os.chown(str(state), 0, SERVER_GID)
+    os.chmod(str(state), 0o755)
+    assert run_dirs.directories([{'path': str(state), 'group': None}], False) == []
+    assert (mode_of(state), owner_of(state)) == (0o750, (0, SERVER_GID))
+
+
+def test_a_link_at_a_directory_s_path_is_refused_and_its_target_untouched(tmp_path):
+    target = tmp_path / 'elsewhere'
+    target.mkdir()
+    os.chmod(str(target), 0o755)
+    state = tmp_path / 'state'
+    os.symlink(str(target), str(state))
+    with pytest.raises(run_dirs.RunDirError) as e:
+        run_dirs.directories([{'path': str(state), 'group': SERVER_GID}], False)
+    assert str(e.value).startswith('%s is a link, not a directory of root\'s' % state)
+    assert state.is_symlink() and os.readlink(str(state)) == str(target)
+    assert os.listdir(str(target)) == [] and mode_of(target) == 0o755
+    assert owner_of(target) == (os.getuid(), os.getgid())
+
+
+@as_root
+def test_a_directory_of_another_user_is_refused_as_it_is(tmp_path):
+    state = tmp_path / 'state'
+    state.mkdir()
+    os.chmod(str(state), 0o755)
+    os.chown(str(state), SERVER_UID, SERVER_GID)
+    with pytest.raises(run_dirs.RunDirError) as e:
+        run_dirs.directories([{'path': str(state), 'group': 0}], False)
+    assert str(e.value).startswith('%s is UID %d\'s, not a directory of root\'s' % (state, SERVER_UID))
+    assert (mode_of(state), owner_of(state)) == (0o755, (SERVER_UID, SERVER_GID))
+
+
+def test_check_mode_makes_nothing_and_lists_the_missing_directories(tmp_path):
+    state = tmp_path / 'state'
+    state.mkdir()
+    os.chmod(str(state), 0o755)
+    runs = state / 'runs'
+    logs = tmp_path / 'log' / 'sglang'
+    made = run_dirs.directories([{'path': str(state), 'group': SERVER_GID}, {'path': str(runs), 'group': SERVER_GID},
+                                 {'path': str(logs), 'group': None}], True)
+    assert made == [str(runs), str(logs)]
+    assert os.listdir(str(tmp_path)) == ['state'] and os.listdir(str(state)) == []
+    assert (mode_of(state), owner_of(state)) == (0o755, (os.getuid(), os.getgid()))

@@ -391,3 +391,41 @@ def test_a_hub_model_that_may_not_be_downloaded_must_be_cached(tmp_path):
     assert server_info.refusals({'model': dict(model, offline=False)}, P, _Deps()) == {}
     os.makedirs(os.path.join(model['cache'], 'snapshots', '0123abcd'))
     assert server_info.refusals({'model': model}, P, _Deps()) == {}
+
+
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason='a trusted dump root is root\'s: needs root')
+
+
+def dump_options(tmp_path, name='run-1'):
+    """The run directory NAME of the dumps under tmp_path/dumps, a trusted dump root (root's, mode 0755)."""
+    dumps = tmp_path / 'dumps'
+    dumps.mkdir(mode=0o755, exist_ok=True)
+    return {'root': str(dumps), 'name': name, 'owner': 1001, 'group': 2001, 'min_free_gb': 0.0}
+
+
+@as_root
+def test_the_run_directory_of_the_dumps_is_checked_and_not_made(tmp_path):
+    dump = dump_options(tmp_path)
+    out = server_info.refusals({'dump_dir': dump}, P, _Deps())
+    assert list(out) == ['dump_dir'] and out['dump_dir']['path'] == str(tmp_path / 'dumps' / 'run-1')
+    assert isinstance(out['dump_dir']['free_gb'], float) and out['dump_dir']['free_gb'] >= 0
+    assert os.listdir(str(tmp_path / 'dumps')) == []
+
+
+@as_root
+@pytest.mark.parametrize('kind', ['directory', 'link'])
+def test_a_run_directory_of_the_dumps_that_already_exists_is_refused(tmp_path, kind):
+    dump = dump_options(tmp_path)
+    there = tmp_path / 'dumps' / 'run-1'
+    if kind == 'directory':
+        there.mkdir(mode=0o755)
+    else:
+        (tmp_path / 'elsewhere').mkdir()
+        os.symlink(str(tmp_path / 'elsewhere'), str(there))
+    with pytest.raises(server_info.sglang.ActionFailed) as e:
+        server_info.refusals({'gpus': [0], 'dump_dir': dump}, P, _Deps(4))
+    assert e.value.msg.startswith('The run directory %s already exists' % there)
+    assert e.value.msg.endswith('; refusing before the running server is touched.')
+    assert e.value.result == {'gpu_count': 4, 'path': str(there)}
+    assert os.listdir(str(tmp_path / 'dumps')) == ['run-1'] and os.listdir(str(there)) == []
+    assert there.is_symlink() == (kind == 'link')

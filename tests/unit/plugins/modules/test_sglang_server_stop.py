@@ -1,9 +1,9 @@
 # Copyright: (c) 2026, gpuops maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""sglang_server's stop through main(): the whole stop in one call, against real processes of this test (each
-selected by a pattern only it carries) and the simulated NVML. A bare process that listens nowhere is found, sent
-nothing (it is listed undrained), stopped by gpu_reap's escalation, and the GPUs are verified."""
+"""sglang_server's state stopped through main(): the whole stop (its stop option) in one call, against real
+processes of this test (each selected by a pattern only it carries) and the simulated NVML. A bare process that listens
+nowhere is found, sent nothing (it is listed undrained), stopped by gpu_reap's escalation, and the GPUs are verified."""
 
 from __future__ import annotations
 
@@ -37,8 +37,9 @@ def server(tmp_path):
             break
         except (IndexError, ValueError):
             time.sleep(0.05)
-    args = {'action': 'stop', 'patterns': [mark], 'presets': [], 'record_path': str(tmp_path / 'server.json'),
-            'stop_timeout': 10, 'reap': {'kill_timeout': 5}, 'settle': 0.3}
+    args = {'state': 'stopped',
+            'stop': {'patterns': [mark], 'presets': [], 'record_path': str(tmp_path / 'server.json'),
+                     'stop_timeout': 10, 'reap': {'kill_timeout': 5}, 'settle': 0.3}}
     yield args, parent, child
     for pid in (child, parent.pid):
         try:
@@ -46,6 +47,11 @@ def server(tmp_path):
         except (OSError, TypeError):
             pass
     parent.wait()
+
+
+def stopping(args, **options):
+    """ARGS (state stopped) with OPTIONS of the stop added to its stop."""
+    return dict(args, stop=dict(args['stop'], **options))
 
 
 def alive(pid):
@@ -60,7 +66,7 @@ def test_stop_finds_stops_and_verifies_in_one_call_then_changes_nothing(run_modu
     args, parent, child = server
     node.allocate(1, 8123, pid=parent.pid)
     node.set_release_lag(300)
-    args = dict(args, verify={'expected_count': 4, 'timeout': 30})
+    args = stopping(args, verify={'expected_count': 4, 'timeout': 30})
     outcome, result, warnings = run_module(sglang_server, args)
     assert outcome == 'exit', result
     assert result['changed'] and result['signalled']
@@ -75,17 +81,20 @@ def test_stop_finds_stops_and_verifies_in_one_call_then_changes_nothing(run_modu
     assert result['settled']['respawned'] == [] and result['settled']['seconds'] == 0.3
     assert not alive(parent.pid) and not alive(child)
     assert '%d ' % parent.pid in result['diff']['before'] and result['diff']['after'] == ''
+    # the one step taken, with what it stopped
+    assert [(a['action'], a['servers']) for a in result['actions']] == [('stop', [parent.pid])]
 
     outcome, result, warnings = run_module(sglang_server, args)
     assert outcome == 'exit', result
     assert not result['changed'] and not result['signalled'] and result['servers'] == []
+    assert [(a['action'], a['servers']) for a in result['actions']] == [('stop', [])]
     assert result['reap']['stopped'] == [] and result['reap']['verify']['clean'] is True
 
 
 def test_check_mode_predicts_the_stop_and_signals_nothing(run_module, node, server):
     args, parent, child = server
-    outcome, result, dummy = run_module(sglang_server, dict(args, _ansible_check_mode=True,
-                                                            verify={'expected_count': 4}))
+    outcome, result, dummy = run_module(sglang_server, dict(stopping(args, verify={'expected_count': 4}),
+                                                            _ansible_check_mode=True))
     assert outcome == 'exit' and result['changed'] and not result['signalled']
     assert sorted(p['pid'] for p in result['reap']['would_stop']) == sorted([parent.pid, child])
     assert 'verify' not in result['reap']
@@ -103,7 +112,7 @@ def test_check_mode_predicts_the_stop_and_signals_nothing(run_module, node, serv
 ])
 def test_bad_input_fails_before_anything_is_drained_or_signalled(run_module, node, server, extra, message):
     args, parent, child = server
-    outcome, result, dummy = run_module(sglang_server, dict(args, **extra))
+    outcome, result, dummy = run_module(sglang_server, stopping(args, **extra))
     assert outcome == 'fail' and message in result['msg'], result
     assert result['signalled'] is False and 'servers' not in result
     assert alive(parent.pid) and alive(child)
@@ -112,7 +121,7 @@ def test_bad_input_fails_before_anything_is_drained_or_signalled(run_module, nod
 def test_nvml_that_cannot_be_read_fails_before_anything_is_drained_or_signalled(run_module, node, server):
     args, parent, child = server
     node.set_init_error('DRIVER_NOT_LOADED')
-    outcome, result, dummy = run_module(sglang_server, dict(args, verify={'expected_count': 4}))
+    outcome, result, dummy = run_module(sglang_server, stopping(args, verify={'expected_count': 4}))
     assert outcome == 'fail' and result['nvml_error'] == 'NVML_ERROR_DRIVER_NOT_LOADED'
     assert result['msg'].endswith('nothing was drained or signalled') and result['signalled'] is False
     assert alive(parent.pid) and alive(child)
@@ -121,7 +130,7 @@ def test_nvml_that_cannot_be_read_fails_before_anything_is_drained_or_signalled(
 def test_verify_without_nvidia_ml_py_fails_before_anything_is_touched(run_module, monkeypatch, server):
     args, parent, child = server
     monkeypatch.setattr(reap_run, 'HAS_PYNVML', False)
-    outcome, result, dummy = run_module(sglang_server, dict(args, verify={}))
+    outcome, result, dummy = run_module(sglang_server, stopping(args, verify={}))
     assert outcome == 'fail' and 'nvidia-ml-py' in result['msg'] and 'for verify' in result['msg']
     assert alive(parent.pid) and alive(child)
 
@@ -129,7 +138,7 @@ def test_verify_without_nvidia_ml_py_fails_before_anything_is_touched(run_module
 def test_gpus_left_in_use_fail_the_stop_and_say_that_it_signalled(run_module, node, server, holder):
     args, parent, child = server
     node.allocate(2, 4096, pid=holder.pid)
-    outcome, result, dummy = run_module(sglang_server, dict(args, verify={'expected_count': 4, 'timeout': 0.3}))
+    outcome, result, dummy = run_module(sglang_server, stopping(args, verify={'expected_count': 4, 'timeout': 0.3}))
     assert outcome == 'fail' and result['signalled'] is True
     assert result['msg'].startswith('stopping what is left of the SGLang servers: 1 of 4 checked GPUs not clean')
     assert 'used by pid %d' % holder.pid in result['msg']
@@ -139,8 +148,8 @@ def test_gpus_left_in_use_fail_the_stop_and_say_that_it_signalled(run_module, no
 
 
 def test_no_server_and_nothing_to_stop_changes_nothing(run_module, node, tmp_path):
-    args = {'action': 'stop', 'patterns': ['gpuops-test-%s' % uuid.uuid4().hex], 'presets': [],
-            'record_path': str(tmp_path / 'server.json'), 'verify': {'expected_count': 4}}
+    args = {'state': 'stopped', 'stop': {'patterns': ['gpuops-test-%s' % uuid.uuid4().hex], 'presets': [],
+                                         'record_path': str(tmp_path / 'server.json'), 'verify': {'expected_count': 4}}}
     outcome, result, dummy = run_module(sglang_server, args)
     assert outcome == 'exit' and not result['changed'] and not result['signalled']
     assert result['servers'] == [] and result['reap']['verify']['clean'] is True
@@ -159,8 +168,8 @@ def read_lock(path):
 def test_a_stop_that_takes_the_lock_holds_it_while_it_stops_and_releases_it(run_module, node, server, tmp_path):
     args, parent, child = server
     lock_dir = str(tmp_path / 'lock')
-    outcome, result, dummy = run_module(sglang_server, dict(args, lock={'run': 'run-a', 'take': True, 'path': lock_dir,
-                                                                        'owner': {'playbook': 'Stop SGLang'}}))
+    lock = {'run': 'run-a', 'take': True, 'path': lock_dir, 'owner': {'playbook': 'Stop SGLang'}}
+    outcome, result, dummy = run_module(sglang_server, stopping(args, lock=lock))
     assert outcome == 'exit' and result['signalled'], result
     assert result['lock']['owner']['run'] == 'run-a' and result['lock']['owner']['playbook'] == 'Stop SGLang'
     assert result['lock']['released'] is True and result['lock']['path'] == os.path.join(lock_dir, 'lock.json')
@@ -173,8 +182,9 @@ def test_a_lock_held_by_another_run_fails_the_stop_before_anything_is_touched(ru
     lock_dir = str(tmp_path / 'lock')
     HostLock(lock_dir).acquire({'run': 'run-b', 'playbook': 'Restart SGLang in tuning mode'}, 3600)
     for check_mode in (True, False):
-        outcome, result, dummy = run_module(sglang_server, dict(args, _ansible_check_mode=check_mode,
-                                                                lock={'run': 'run-a', 'take': True, 'path': lock_dir}))
+        lock = {'run': 'run-a', 'take': True, 'path': lock_dir}
+        outcome, result, dummy = run_module(sglang_server, dict(stopping(args, lock=lock),
+                                                                _ansible_check_mode=check_mode))
         assert outcome == 'fail', result
         assert result['msg'].startswith('Another gpuops run holds the lock %s/lock.json on this host: run run-b '
                                         '(Restart SGLang in tuning mode)' % lock_dir), result['msg']
@@ -189,8 +199,8 @@ def test_a_failed_stop_releases_the_lock_it_took(run_module, node, server, holde
     args, parent, child = server
     node.allocate(2, 4096, pid=holder.pid)
     lock_dir = str(tmp_path / 'lock')
-    outcome, result, dummy = run_module(sglang_server, dict(args, verify={'expected_count': 4, 'timeout': 0.3},
-                                                            lock={'run': 'run-a', 'take': True, 'path': lock_dir}))
+    outcome, result, dummy = run_module(sglang_server, stopping(args, verify={'expected_count': 4, 'timeout': 0.3},
+                                                                lock={'run': 'run-a', 'take': True, 'path': lock_dir}))
     assert outcome == 'fail' and result['signalled'] is True
     assert result['lock']['released'] is True and read_lock(lock_dir) is None
 
@@ -198,8 +208,8 @@ def test_a_failed_stop_releases_the_lock_it_took(run_module, node, server, holde
 def test_check_mode_neither_takes_nor_releases_the_lock(run_module, node, server, tmp_path):
     args, parent, child = server
     lock_dir = str(tmp_path / 'lock')
-    outcome, result, dummy = run_module(sglang_server, dict(args, _ansible_check_mode=True,
-                                                            lock={'run': 'run-a', 'take': True, 'path': lock_dir}))
+    lock = {'run': 'run-a', 'take': True, 'path': lock_dir}
+    outcome, result, dummy = run_module(sglang_server, dict(stopping(args, lock=lock), _ansible_check_mode=True))
     assert outcome == 'exit' and result['lock']['owner']['run'] == 'run-a' and result['lock']['released'] is False
     assert not os.path.exists(lock_dir)
 
@@ -221,7 +231,7 @@ def test_a_lock_that_the_run_holds_is_checked_before_the_stop_and_again_after_it
     args, parent, child = server
     lock_dir = str(tmp_path / 'lock')
     HostLock(lock_dir).acquire({'run': 'run-a'}, 3600)
-    outcome, result, dummy = run_module(sglang_server, dict(args, lock={'run': 'run-a', 'path': lock_dir}))
+    outcome, result, dummy = run_module(sglang_server, stopping(args, lock={'run': 'run-a', 'path': lock_dir}))
     assert outcome == 'exit' and result['signalled'] and result['lock']['released'] is False, result
     assert read_lock(lock_dir)['run'] == 'run-a', 'a lock that the stop did not take stays'
 
@@ -230,8 +240,8 @@ def test_a_lock_that_the_run_holds_is_checked_before_the_stop_and_again_after_it
     taker = subprocess.Popen([sys.executable, '-c', TAKES_OVER_ON_SIGTERM, lock_dir, mark])
     try:
         time.sleep(0.5)
-        outcome, result, dummy = run_module(sglang_server, dict(args, patterns=[mark], lock={'run': 'run-a',
-                                                                                             'path': lock_dir}))
+        outcome, result, dummy = run_module(sglang_server, stopping(args, patterns=[mark],
+                                                                    lock={'run': 'run-a', 'path': lock_dir}))
         assert outcome == 'fail', result
         assert result['msg'].startswith('This run (run-a) no longer holds the lock %s/lock.json on this host: it is '
                                         'now held by run run-b' % lock_dir), result['msg']
@@ -243,5 +253,5 @@ def test_a_lock_that_the_run_holds_is_checked_before_the_stop_and_again_after_it
         taker.wait()
 
     # A lock held by nobody, or another run, fails the next stop before it touches anything.
-    outcome, result, dummy = run_module(sglang_server, dict(args, lock={'run': 'run-a', 'path': lock_dir}))
+    outcome, result, dummy = run_module(sglang_server, stopping(args, lock={'run': 'run-a', 'path': lock_dir}))
     assert outcome == 'fail' and result['signalled'] is False and result['msg'].endswith('Nothing was drained or signalled.')
