@@ -21,9 +21,10 @@ description:
 options:
   _input:
     description:
-      - C(host), C(group), C(members) (the group's hosts, in inventory order), C(ranks) (host to rank, where set),
-        C(dist_hosts) and C(ansible_hosts) (host to address, the first preferred), C(port), C(server_args) (those set
-        by hand), C(play_hosts), C(batch).
+      - C(host), C(group), C(members) (the group's hosts, in inventory order), C(hostvars) (host to its variables,
+        whose C(sglang_launch_node_rank), C(sglang_launch_dist_host) and C(ansible_host) are read) or, instead,
+        C(ranks) (host to rank, where set) and C(dist_hosts) and C(ansible_hosts) (host to address, the first
+        preferred), C(port), C(server_args) (those set by hand), C(play_hosts), C(batch).
     type: dict
     required: true
 """
@@ -32,7 +33,8 @@ EXAMPLES = r"""
 - name: Place this node in its group
   ansible.builtin.set_fact:
     node: >-
-      {{ {'host': inventory_hostname, 'group': 'glm5', 'members': groups['glm5'], 'ranks': {}, 'addresses': {},
+      {{ {'host': inventory_hostname, 'group': 'glm5', 'members': groups['glm5'],
+          'hostvars': dict(groups['glm5'] | zip(groups['glm5'] | map('extract', hostvars))),
           'port': 20000, 'server_args': {}, 'play_hosts': ansible_play_hosts_all, 'batch': ansible_play_batch}
          | gpuops.host.sglang_group }}
 """
@@ -49,12 +51,32 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.host.plugins.module_utils._group import GroupError, place
 
 
+# What the filter reads of each member's host variables, where C(hostvars) is given.
+READS = {'ranks': 'sglang_launch_node_rank', 'dist_hosts': 'sglang_launch_dist_host', 'ansible_hosts': 'ansible_host'}
+
+
+def from_hostvars(options):
+    """OPTIONS with ranks, dist_hosts and ansible_hosts read from its ``hostvars`` (host -> its variables), where
+    given: each member's sglang_launch_node_rank, sglang_launch_dist_host and ansible_host, unset ones left out."""
+    found = options.get('hostvars')
+    if found is None:
+        return options
+    out = dict((k, v) for k, v in options.items() if k != 'hostvars')
+    for key, name in READS.items():
+        out[key] = {}
+        for host in options.get('members') or []:
+            value = found[host][name] if host in found and name in found[host] else None
+            if value is not None:
+                out[key][host] = value
+    return out
+
+
 def sglang_group(options):
     """This host's place in its group (see DOCUMENTATION)."""
     if not isinstance(options, dict) or not options.get('host') or not options.get('group'):
         raise AnsibleFilterError('sglang_group takes a dict with host, group, members and port')
     try:
-        return place(options)
+        return place(from_hostvars(options))
     except GroupError as e:
         raise AnsibleFilterError(str(e))
     except (TypeError, ValueError, KeyError) as e:

@@ -43,7 +43,8 @@ def ranks(group, members, explicit):
 
 
 def _address(address, port):
-    return '[%s]:%d' % (address, port) if ':' in address else '%s:%d' % (address, port)
+    bare = address[1:-1] if address.startswith('[') and address.endswith(']') else address
+    return '[%s]:%d' % (bare, port) if ':' in bare else '%s:%d' % (bare, port)
 
 
 def place(options):

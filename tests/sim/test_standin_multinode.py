@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import time
-import uuid
 
 import pytest
 
@@ -25,34 +24,14 @@ pytestmark = pytest.mark.slow
 PYTHON = VENV_PYTHON if os.path.exists(VENV_PYTHON) else None
 TOTAL_MIB = 143771
 SERVER_MIB = int(0.88 * TOTAL_MIB)
-HEAD, WORKER = "10.254.0.1", "10.254.0.2"  # the veth ends, each only inside its node's namespace
-
-
-def ip(*args) -> None:
-    subprocess.run(["ip"] + list(args), check=True, capture_output=True, timeout=30)
+HEAD, WORKER = net.HEAD, net.WORKER  # the veth ends, each only inside its node's namespace
 
 
 @pytest.fixture
 def netns_pair():
-    """Two network namespaces joined by a veth pair (HEAD in the first, WORKER in the second), each with
-    its loopback up; the host's namespace is not touched. Deleted at teardown."""
-    tag = uuid.uuid4().hex[:8]
-    names = ["gpusim-%s-n0" % tag, "gpusim-%s-n1" % tag]
-    made = []
-    try:
-        for name in names:
-            ip("netns", "add", name)
-            made.append(name)
-            ip("-n", name, "link", "set", "lo", "up")
-        ip("-n", names[0], "link", "add", "gv%sa" % tag, "type", "veth", "peer", "name", "gv%sb" % tag,
-           "netns", names[1])
-        for name, end, addr in ((names[0], "gv%sa" % tag, HEAD), (names[1], "gv%sb" % tag, WORKER)):
-            ip("-n", name, "addr", "add", addr + "/30", "dev", end)
-            ip("-n", name, "link", "set", end, "up")
+    """Two network namespaces joined by a veth pair (net.netns_pair)."""
+    with net.netns_pair() as names:
         yield names
-    finally:
-        for name in made:
-            subprocess.run(["ip", "netns", "del", name], check=False, capture_output=True, timeout=30)
 
 
 @pytest.fixture

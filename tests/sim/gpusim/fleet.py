@@ -240,17 +240,20 @@ class Run:
 class Fleet:
     """An inventory of SimNodes in the gpu_nodes group, and ansible-playbook runs against it."""
 
-    def __init__(self, workdir: str, nodes: list, **host_vars):
+    def __init__(self, workdir: str, nodes: list, groups: dict = None, **host_vars):
         self.workdir = os.path.abspath(workdir)
         self.nodes = nodes
+        self.groups = groups or {}  # more inventory groups: name -> the names of their nodes
         self.inventory = os.path.join(self.workdir, "inventory.yml")
         self.collections = collections_path()
         self.write_inventory(**host_vars)
 
     def write_inventory(self, **host_vars):
         hosts = dict((n.name, n.host_vars(**host_vars)) for n in self.nodes)
+        children = {"gpu_nodes": {"hosts": hosts}}
+        children.update((name, {"hosts": dict((h, {}) for h in members)}) for name, members in self.groups.items())
         with open(self.inventory, "w") as f:
-            yaml.safe_dump({"all": {"children": {"gpu_nodes": {"hosts": hosts}}}}, f)
+            yaml.safe_dump({"all": {"children": children}}, f)
 
     def env(self) -> dict:
         # Made here, root only: a module that has to create its remote_tmp itself warns about it.

@@ -13,12 +13,15 @@ range, where no outgoing connection takes them while a server is down.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
 import random
 import socket
+import subprocess
 import tempfile
+import uuid
 
 LOCK_DIR = os.path.join(tempfile.gettempdir(), "gpusim-ports")
 LOWEST = 15000
@@ -71,3 +74,34 @@ def free_port(host: str = "127.0.0.1") -> int:
                 return port
             os.close(_reserved.pop(port))
     raise OSError(errno.EADDRNOTAVAIL, "no free TCP port on %s" % host)
+
+
+# Two nodes of a multi-node server: the ends of a veth pair, each only inside its node's network namespace.
+HEAD, WORKER = "10.254.0.1", "10.254.0.2"
+
+
+def _ip(*args) -> None:
+    subprocess.run(["ip"] + list(args), check=True, capture_output=True, timeout=30)
+
+
+@contextlib.contextmanager
+def netns_pair():
+    """Two network namespaces joined by a veth pair (HEAD in the first, WORKER in the second), each with its
+    loopback up; the host's namespace is not touched. Yields their names; deleted on exit."""
+    tag = uuid.uuid4().hex[:8]
+    names = ["gpusim-%s-n0" % tag, "gpusim-%s-n1" % tag]
+    made = []
+    try:
+        for name in names:
+            _ip("netns", "add", name)
+            made.append(name)
+            _ip("-n", name, "link", "set", "lo", "up")
+        _ip("-n", names[0], "link", "add", "gv%sa" % tag, "type", "veth", "peer", "name", "gv%sb" % tag,
+            "netns", names[1])
+        for name, end, addr in ((names[0], "gv%sa" % tag, HEAD), (names[1], "gv%sb" % tag, WORKER)):
+            _ip("-n", name, "addr", "add", addr + "/30", "dev", end)
+            _ip("-n", name, "link", "set", end, "up")
+        yield names
+    finally:
+        for name in made:
+            subprocess.run(["ip", "netns", "del", name], check=False, capture_output=True, timeout=30)

@@ -240,6 +240,18 @@ class Sandbox:
         os.chmod(path, 0o755)
         return path
 
+    def netns_python(self, netns: str) -> str:
+        """A wrapper like ``python`` whose Python also runs in network namespace NETNS (``ip netns exec``): a node
+        of a multi-node server, reached by its peers at its own address."""
+        path = os.path.join(self.workdir, "bin", "python-in-" + netns)
+        with open(self.python) as f:
+            script = f.read()
+        script = script.replace("exec nsenter", "exec ip netns exec %s nsenter" % shlex.quote(netns))
+        with open(path, "w") as f:
+            f.write(script)
+        os.chmod(path, 0o755)
+        return path
+
     def allocate(self, gpu_index: int, mib: int, pid: int) -> None:
         """node.allocate for PID of the sandbox's namespace (its start time is read inside)."""
         self.run([VENV_PYTHON, "-m", "gpusim.nvml", "--state", self.state_dir, "allocate", str(gpu_index), str(mib),

@@ -191,3 +191,51 @@ def test_an_nvml_that_cannot_be_read_fails_the_gpu_check_with_its_reason(steps):
     deps.open_nvml = broken
     with pytest.raises(_sglang.ActionFailed, match=r'but 0, 1 show\(s\) .* wrong GPUs\. Failed to import'):
         _sglang.post_checks(READY, deps, 4200, dict(EXTRACTION, dump_dir=None, expected_info=None))
+
+
+@pytest.mark.parametrize('options, names', [
+    ({}, ['gpus']),
+    ({'dump_dir': '/data/hs/run-1'}, ['environ', 'probe', 'gpus']),
+    ({'dump_dir': '/data/hs/run-1', 'probe': True}, ['environ', 'probe', 'gpus']),
+    ({'dump_dir': '/data/hs/run-1', 'probe': False}, ['environ', 'gpus']),
+    ({'dump_dir': '/data/hs/run-1', 'schedulers': 8}, ['environ', 'probe', 'gpus']),
+    ({'dump_dir': None, 'schedulers': 8}, ['schedulers', 'gpus']),
+    ({'schedulers': 0}, ['gpus']),
+    ({'schedulers': None, 'probe': False}, ['gpus']),
+    ({'expected_info': {}}, ['info', 'gpus']),
+    ({'expected_info': None}, ['gpus']),
+    ({'schedulers': 4, 'expected_info': {'tp_size': 8}}, ['schedulers', 'info', 'gpus']),
+    ({'dump_dir': '/d', 'probe': False, 'expected_info': {'tp_size': 2}}, ['environ', 'info', 'gpus']),
+])
+def test_check_names(options, names):
+    assert _sglang.check_names(options) == names
+
+
+WORKER = {'schedulers': 8, 'api_key': None, 'gpus': [0, 1], 'min_used_mib': 1024, 'expected_count': 4}
+
+
+def test_a_node_of_rank_1_or_more_is_checked_for_its_schedulers_then_its_gpus(steps):
+    calls = steps[0]
+    done = _sglang.post_checks(READY, Deps(), 4200, WORKER, READY)
+    assert [name for name, params in calls] == ['check_environ']
+    params = calls[0][1]
+    assert (params['environ'], params['schedulers'], params['pid'], params['api_key']) == ({}, 8, 4200, None)
+    assert done == {'schedulers': {'ok': 'check_environ'}, 'gpus': {'gpus': [0, 1], 'idle': [], 'error': None}}
+
+
+def test_the_schedulers_check_that_fails_ends_the_checks_and_says_so(steps):
+    calls, fail = steps
+    fail['check_environ'] = 'the environment of SGLang server 4200 is incomplete: only 4 scheduler(s) found'
+    with pytest.raises(_sglang.ActionFailed) as e:
+        _sglang.post_checks(READY, Deps(), 4200, dict(WORKER, expected_info={'tp_size': 16}), READY)
+    assert e.value.msg == fail['check_environ'] and [name for name, params in calls] == ['check_environ']
+    assert (e.value.result['check'], e.value.result['ready'], e.value.result['checks']) == ('schedulers', True, {})
+
+
+def test_without_the_probe_the_dump_dir_is_still_checked_in_the_environment(steps):
+    calls = steps[0]
+    done = _sglang.post_checks(READY, Deps(), 4200, dict(EXTRACTION, probe=False), READY)
+    assert [name for name, params in calls] == ['check_environ', 'check_info']
+    environ = calls[0][1]
+    assert environ['environ'] == {'SGLANG_HS_DUMP_DIR': '/data/hs/run-1'} and environ['schedulers'] == 2
+    assert list(done) == ['environ', 'info', 'gpus']

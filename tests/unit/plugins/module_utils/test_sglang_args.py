@@ -189,6 +189,17 @@ def test_config_keys_have_dashes_and_read_back_as_yaml():
     ({'tp_size': 2, 'base_gpu_id': 4, 'gpu_id_step': 2}, None, [4, 6]),
     ({'tp_size': 2}, '6,7', [6, 7]),
     ({'tp_size': 2, 'base_gpu_id': 1}, '3, 2, 1', [2, 1]),
+    # over several nodes, each runs its share of tp_size x dp_size
+    ({'tp_size': 16, 'nnodes': 2}, None, [0, 1, 2, 3, 4, 5, 6, 7]),
+    ({'tp_size': 8, 'dp_size': 2, 'nnodes': 4}, None, [0, 1, 2, 3]),
+    ({'tensor_parallel_size': 4, 'data_parallel_size': 2, 'nnodes': '2'}, None, [0, 1, 2, 3]),
+    ({'tp_size': 2, 'nnodes': 2}, None, [0]),
+    ({'tp_size': 4, 'nnodes': 1}, None, [0, 1, 2, 3]),
+    ({'tp_size': 4, 'nnodes': None}, None, [0, 1, 2, 3]),
+    ({'tp_size': 8, 'nnodes': 2, 'base_gpu_id': 4}, None, [4, 5, 6, 7]),
+    ({'tp_size': 8, 'nnodes': 2, 'base_gpu_id': 1, 'gpu_id_step': 2}, None, [1, 3, 5, 7]),
+    ({'tp_size': 8, 'nnodes': 4}, '5,4,3,2', [5, 4]),
+    ({'tp_size': 16, 'nnodes': 2, 'base_gpu_id': 2, 'node_rank': 1}, '0,1,2,3,4,5,6,7,8,9', [2, 3, 4, 5, 6, 7, 8, 9]),
 ])
 def test_expected_gpus(args, visible, gpus):
     assert sargs.expected_gpus(args, visible) == gpus
@@ -198,6 +209,11 @@ def test_expected_gpus(args, visible, gpus):
     ({'tp_size': 4}, '0,1', 'shows only 2'),
     ({'tp_size': 1}, 'GPU-aaaa', 'by UUID'),
     ({'tp_size': 'four'}, None, 'must be an integer'),
+    ({'tp_size': 3, 'nnodes': 2}, None, r'tp_size x dp_size \(3\) does not divide among 2 nodes'),
+    ({'tp_size': 8, 'dp_size': 3, 'nnodes': 5}, None, r'tp_size x dp_size \(24\) does not divide among 5 nodes'),
+    ({'tp_size': 2, 'nnodes': 4}, None, r'tp_size x dp_size \(2\) does not divide among 4 nodes'),
+    ({'tp_size': 2, 'nnodes': 'two'}, None, 'server argument nnodes must be an integer'),
+    ({'tp_size': 16, 'nnodes': 2}, '0,1,2,3', 'shows only 4'),
 ])
 def test_expected_gpus_refuses(args, visible, message):
     with pytest.raises(sargs.ArgsError, match=message):

@@ -119,6 +119,33 @@ def test_url_of(argv, url):
     assert sprocs.url_of(argv, 'http://127.0.0.1:30000/') == url
 
 
+@pytest.mark.parametrize('argv, rank', [
+    ([], 0),
+    (['--model-path', '/m'], 0),
+    (['--node-rank', '2'], 2),
+    (['--node-rank=3'], 3),
+    (['--node-rank', '0'], 0),
+    (['--nnodes', '4', '--node-rank', '1', '--dist-init-addr', '10.0.0.1:20000'], 1),
+    (['--node-rank', '1', '--node-rank=2'], 2),
+    (['--node-rank=2', '--node-rank', '1'], 1),
+    (['--node-rank'], 0),
+    (['--node-rank', 'x'], 0),
+    (['--node-rank', '-1'], 0),
+    (['--node-rank=x'], 0),
+    (['--node-ranks', '5', '--xnode-rank=6'], 0),
+])
+def test_node_rank_of(argv, rank):
+    assert sprocs.node_rank_of(['python3', '-m', 'sglang.launch_server'] + argv) == rank
+
+
+def test_find_gives_each_server_its_node_rank(tree, tmp_path):
+    proc(tmp_path, 700, ['python3', '-m', 'sglang.launch_server', '--port', '31001', '--nnodes', '2', '--node-rank', '1',
+                         '--dist-init-addr', '10.0.0.1:20000'], env={}, sid=700)
+    proc(tmp_path, 701, ['python3'], title='sglang::scheduler_TP8', env={}, ppid=700, sid=700)
+    proc(tmp_path, 800, ['python3', '-m', 'sglang.launch_server', '--port=31002', '--node-rank=0'], env={}, sid=800)
+    assert [(s['pid'], s['node_rank'], s['schedulers']) for s in find(tree)] == [(100, 0, 3), (700, 1, 1), (800, 0, 0)]
+
+
 def test_check_environ_passes_with_spt_noenv(tree):
     report = sprocs.check_environ(tree, tree.snapshot(), 100, DUMP, 2, Redactor())
     assert report['ok'] and report['schedulers'] == 3
@@ -140,6 +167,35 @@ def test_check_environ_needs_the_schedulers(tmp_path):
     assert not report['ok'] and report['schedulers'] == 0 and report['missing'] == []
     with pytest.raises(sprocs.ProcsError, match='not running'):
         sprocs.check_environ(procfs, procfs.snapshot(), 999, DUMP, 1, Redactor())
+
+
+@pytest.mark.parametrize('wanted, found', [(3, 2), (8, 2)])
+def test_the_schedulers_check_of_a_node_of_rank_1_or_more_names_the_count_it_found(tmp_path, wanted, found):
+    """A node of rank 1 whose tree holds 2 titled schedulers where WANTED should run: its health server answers 200
+    anyway, so the count is the check. Nothing after it runs (no NVML to read here)."""
+    proc(tmp_path, 1, ['/sbin/init'], env={})
+    server(tmp_path, dump=False)
+    deps = Deps(ProcFS(str(tmp_path)), None)
+    with pytest.raises(ActionFailed) as e:
+        sglang.post_checks({'url': 'http://127.0.0.1:31000'}, deps, 100, {'schedulers': wanted, 'gpus': [0, 1]})
+    assert e.value.msg == ('the environment of SGLang server 100 is incomplete: only %d scheduler(s) found in the tree '
+                           'of 100, %d expected; those processes run without it' % (found, wanted))
+    assert (e.value.result['check'], e.value.result['schedulers'], e.value.result['missing']) == ('schedulers', found, [])
+
+
+def test_the_schedulers_check_passes_with_the_schedulers_whatever_their_environment(tmp_path):
+    """SPT_NOENV unset: setproctitle overwrote the schedulers' environment; the check wants no variable, only them."""
+    proc(tmp_path, 1, ['/sbin/init'], env={})
+    server(tmp_path, spt_noenv=False, dump=False)
+
+    def no_nvml():
+        raise sglang.checks.Unreadable('no NVML here')
+
+    deps = Deps(ProcFS(str(tmp_path)), None, open_nvml=no_nvml)
+    done = sglang.post_checks({'url': 'http://127.0.0.1:31000'}, deps, 100, {'schedulers': 2, 'gpus': [], 'expected_count': 4})
+    assert done['schedulers']['ok'] and done['schedulers']['schedulers'] == 2
+    assert [c['pid'] for c in done['schedulers']['checked']] == [100, 101, 102]
+    assert done['gpus'] == {'gpus': [], 'idle': [], 'error': 'no NVML here'}
 
 
 def test_log_tail_masks_secrets(tmp_path):
@@ -273,6 +329,27 @@ def test_find_with_drain_sends_nothing_to_a_server_that_does_not_listen_itself_o
     busy.running = 0
     found = find_and_drain(procfs, api_key='k-123456', api_key_users=[user])
     assert [d['pid'] for d in found['drains']] == [100, 200] and busy.keys == [None, 'Bearer k-123456']
+
+
+def test_find_with_drain_sends_nothing_to_a_node_of_rank_1_or_more(two_servers, tmp_path):
+    """The busy server 200 is rank 1 of a multi-node server: no requests of its own, nothing to read; 300, rank 2,
+    listens nowhere. Each is listed drained, with no request sent; rank 0 (100) is drained as any server."""
+    procfs, (idle, busy) = two_servers
+    argv = ['python3', '-m', 'sglang.launch_server', '--model-path', '/m', '--port', str(busy.server_address[1]),
+            '--nnodes', '3', '--node-rank', '1', '--dist-init-addr', '10.0.0.1:20000']
+    (tmp_path / '200' / 'cmdline').write_bytes(b'\0'.join(a.encode() for a in argv) + b'\0')
+    proc(tmp_path, 300, ['python3', '-m', 'sglang.launch_server', '--port', '1', '--node-rank=2'], env={}, sid=300)
+
+    found = find_and_drain(procfs, api_key='k-123456')
+
+    assert [(s['pid'], s['node_rank']) for s in found['servers']] == [(100, 0), (200, 1), (300, 2)]
+    assert (found['drains'][0]['pid'], found['drains'][0]['drained'], found['drains'][0]['source']) == (100, True, 'loads')
+    worker = {'drained': True, 'in_flight': 0, 'lost': 0, 'source': 'node_rank', 'seconds': 0.0, 'readings': 0,
+              'serving': False, 'aborted': False, 'needs_api_key': False, 'error': None}
+    assert found['drains'][1:] == [dict(worker, pid=200, url='http://127.0.0.1:%d' % busy.server_address[1], node_rank=1),
+                                   dict(worker, pid=300, url='http://127.0.0.1:1', node_rank=2)]
+    assert found['undrained'] == []
+    assert busy.keys == [] and idle.keys == [None, 'Bearer k-123456']
 
 
 TCP_HEADER = '  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n'
