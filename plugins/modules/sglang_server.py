@@ -820,6 +820,10 @@ servers:
       description: Its session ID when it leads its own session; null otherwise.
       type: int
       sample: 4200
+    node_rank:
+      description: Its C(--node-rank) - 0 for a server on one node and for rank 0 of a multi-node server, which alone is drained.
+      type: int
+      sample: 0
     schedulers:
       description: Titled schedulers in its tree.
       type: int
