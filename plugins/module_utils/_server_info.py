@@ -237,7 +237,7 @@ def refusals(options, p, deps):
             out['dump_dir'] = DumpDir(dump['root'], dump['name'], dump['owner'], dump['group']).create(
                 dump['min_free_gb'], check_mode=True)
         except (DumpDirError, OSError) as e:
-            raise sglang.ActionFailed('%s; refusing before the running server is touched.' % e,
+            raise sglang.ActionFailed('%s. Refusing before the running server is touched.' % e,
                                       dict(out, path=os.path.join(dump['root'], dump['name'])))
     model = options.get('model') or {}
     if model.get('hub'):
@@ -315,19 +315,14 @@ def info(p, deps):
     node has now and the plan (see plan). The recorded server's /health is asked only where it decides the plan - it
     runs, and nothing else makes it restart: on SGLang /health generates a token, which a patched server in a dumping
     mode dumps into its run."""
-    checked = check_command(p, deps) if p.get('command') else None
     record = sglang._record(p)
     found = sglang.find(dict(_FIND, **p), deps, record=record)
     server, down = _server(record, found, p)
     result = {'record': record, 'server': server,
               'servers': found['servers'], 'elsewhere': found['elsewhere'], 'others': found['others'],
               'gateways': found['gateways']}
-    if checked is not None:
-        result['command'] = checked
     if p.get('extraction'):
         result['extraction'] = extraction_status(record, server, p, deps)
-    if p.get('config') is None:
-        return result
     container = p.get('container') or {}
     if container.get('mounts'):
         trusted = set([0] + ([p['run_as']['uid']] if p.get('run_as') else []))
@@ -335,6 +330,12 @@ def info(p, deps):
         why = untrusted_mounts(result['mounts'])
         if why:
             raise sglang.ActionFailed(why, {'mounts': result['mounts']})
+    # after the mounts: the check in a container image mounts them
+    checked = check_command(p, deps) if p.get('command') else None
+    if checked is not None:
+        result['command'] = checked
+    if p.get('config') is None:
+        return result
     if p.get('unit_files'):
         units = p['unit_files']
         result['unit_files'] = dict((path, unit_kind(path, units['mark'], units['old_description']))

@@ -307,11 +307,14 @@ def expected_gpus(args, cuda_visible_devices=None):
 
 def parser_message(stderr, redact):
     """The parser's own words from the stderr of a refused check: argparse's ``prog: error: ...`` line,
-    else the last line (the exception of a traceback)."""
+    else the last line (the exception of a traceback; a container engine's error, before its usage hint)."""
     lines = [line.strip() for line in (stderr or '').splitlines() if line.strip()]
     for line in reversed(lines):
         if ': error: ' in line:
             return redact(line)
+    # a container engine's own failure ends with its usage hint: the line before says what failed
+    while len(lines) > 1 and lines[-1].startswith("Run '") and lines[-1].endswith("--help' for more information"):
+        lines.pop()
     return redact(lines[-1]) if lines else 'no message'
 
 

@@ -484,10 +484,10 @@ unit_files:
   sample: {"/etc/systemd/system/gpuops-sglang.service": "ours", "/etc/systemd/system/sglang.service": "foreign"}
 mounts:
   description:
-    - With O(config) and O(container.mounts) - each path the container mounts, C(resolved) (its links followed on the
+    - With O(container.mounts) - each path the container mounts, C(resolved) (its links followed on the
       node), and C(writers), the entries on its way that a user other than root and the server's user can change
       (empty, or the module failed).
-  returned: config and container.mounts are set
+  returned: container.mounts is set
   type: list
   elements: dict
   sample: [{"path": "/models/kimi-k2", "resolved": "/data/models/kimi-k2-20261101", "writers": []}]
@@ -505,6 +505,7 @@ from ansible_collections.gpuops.host.plugins.module_utils._nvml import HAS_PYNVM
 from ansible_collections.gpuops.host.plugins.module_utils._procs import ProcFS
 from ansible_collections.gpuops.host.plugins.module_utils._server_info import info
 from ansible_collections.gpuops.host.plugins.module_utils._sglang import ActionFailed, Deps, command_options, secrets_of
+from ansible_collections.gpuops.host.plugins.module_utils._sglang_args import SECRET_NAME
 
 
 def main():
@@ -556,16 +557,23 @@ def main():
     )
     if module.params['command'] and module.params['command']['config_file'] and not module.params['command']['config_path']:
         module.fail_json(msg='command.config_file is true but command.config_path is not set')
-    # Masked in messages and results; values of under 4 characters (HF_HUB_OFFLINE=1) are masked nowhere: masking them
-    # would garble every number.
-    module.no_log_values.update(secrets_of(dict(module.params['command'] or {},
-                                                secret_server_args=module.params['secret_server_args'],
-                                                secret_environment=module.params['secret_environment'])))
+    # The secret arguments, and the secret environment's values under a secret's name (HF_TOKEN), are masked in every
+    # result. The environment's other values are masked where the parser's check could show them (its own messages,
+    # _sglang.check_args), not in the plan's identity, which records paths that an environment variable may name too
+    # (HF_HOME): masked there, the next plan would read a change that is none. Values of under 4 characters
+    # (HF_HUB_OFFLINE=1) are masked nowhere: masking them would garble every number.
+    p = dict(module.params)
+    module.no_log_values.difference_update(str(v) for k, v in p['secret_environment'].items()
+                                           if not SECRET_NAME.search(k))
+    module.no_log_values.update(secrets_of(dict(p['command'] or {}, secret_server_args=p['secret_server_args'],
+                                                environment=p['secret_environment'])))
     module.no_log_values.difference_update([v for v in module.no_log_values if len(v) < 4])
-    if not module.params['request_timeout'] > 0:
-        module.fail_json(msg='request_timeout must be more than 0, got %r' % module.params['request_timeout'])
-    if not 0 < module.params['rate_window'] < float('inf'):
-        module.fail_json(msg='rate_window must be a number of seconds more than 0, got %r' % module.params['rate_window'])
+    # What the result's invocation shows of it: the names alone.
+    module.params['secret_environment'] = dict((k, 'VALUE_SPECIFIED_IN_NO_LOG_PARAMETER') for k in p['secret_environment'])
+    if not p['request_timeout'] > 0:
+        module.fail_json(msg='request_timeout must be more than 0, got %r' % p['request_timeout'])
+    if not 0 < p['rate_window'] < float('inf'):
+        module.fail_json(msg='rate_window must be a number of seconds more than 0, got %r' % p['rate_window'])
 
     def run(argv, environ):
         return module.run_command(argv, environ_update=environ)
@@ -578,7 +586,7 @@ def main():
     deps = Deps(ProcFS(), run, tmpdir=module.tmpdir, check_mode=module.check_mode, warn=module.warn,
                 self_pids=(os.getpid(), os.getppid()), open_nvml=open_nvml)
     try:
-        result = info(module.params, deps)
+        result = info(p, deps)
     except ActionFailed as e:
         module.fail_json(msg=e.msg, **e.result)
     module.exit_json(changed=False, **result)

@@ -238,12 +238,12 @@ def test_a_canary_whose_relaunch_fails_stays_out_and_the_others_keep_serving(nod
     assert "never touched: node2, node3." in summary
 
 
-def test_a_canary_refused_before_its_stop_goes_back_in(nodes, gateway, tmp_path):
+def test_a_canary_that_the_installed_parser_refuses_never_leaves_its_gateways(nodes, gateway, tmp_path):
     fleet = fleet_of(tmp_path, nodes[1:], gateway)
     with open(fleet.inventory) as f:
         inventory = yaml.safe_load(f)
-    # node2 leads this rollout; an argument that the installed SGLang's parser refuses fails its launch before its
-    # server is touched.
+    # node2 leads this rollout; an argument that the installed SGLang's parser refuses fails its plan, before the
+    # gateway step: its worker is never taken out, and its server never touched.
     inventory["all"]["children"]["gpu_nodes"]["hosts"]["node2"]["sglang_launch_server_args"] = dict(
         server_args(4)["sglang_launch_server_args"], no_such_argument=1)
     with open(fleet.inventory, "w") as f:
@@ -258,4 +258,5 @@ def test_a_canary_refused_before_its_stop_goes_back_in(nodes, gateway, tmp_path)
     assert nodes[1].main_pids() == pids, "the canary's server was touched"
     assert load.results and load.failed() == [], (len(load.failed()), load.errors[:5])
     assert nodes[1].url in [w["url"] for w in gateway.workers() if w["is_healthy"]], gateway.workers()
-    assert re.search(r'"node2 +FAILED +serving .* old +back in 1 +-"', run.summary()), run.summary()
+    assert re.search(r'"node2 +FAILED +serving .* untouched +untouched +-"', run.summary()), run.summary()
+    assert "no_such_argument" in run.words() or "no-such-argument" in run.words(), run.output[-3000:]
