@@ -425,7 +425,7 @@ def test_a_run_directory_of_the_dumps_that_already_exists_is_refused(tmp_path, k
     with pytest.raises(server_info.sglang.ActionFailed) as e:
         server_info.refusals({'gpus': [0], 'dump_dir': dump}, P, _Deps(4))
     assert e.value.msg.startswith('The run directory %s already exists' % there)
-    assert e.value.msg.endswith('; refusing before the running server is touched.')
+    assert e.value.msg.endswith('. Refusing before the running server is touched.')
     assert e.value.result == {'gpu_count': 4, 'path': str(there)}
     assert os.listdir(str(tmp_path / 'dumps')) == ['run-1'] and os.listdir(str(there)) == []
     assert there.is_symlink() == (kind == 'link')
