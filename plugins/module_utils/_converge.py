@@ -91,8 +91,8 @@ def started(p, deps):
 
 
 def _prepare(p, deps, timeline, made):
-    """Before anything is stopped: P's directories, then the run directory of the dumps (``dump_made`` in MADE once
-    it is made, so that a failure after it can remove it while it is empty)."""
+    """Before anything is stopped: P's directories, a systemd unit's log file, then the run directory of the dumps
+    (``dump_made`` in MADE once it is made, so that a failure after it can remove it while it is empty)."""
     if p.get('directories'):
         with timeline.step('directories') as entry:
             try:
@@ -100,6 +100,13 @@ def _prepare(p, deps, timeline, made):
             except (run_dirs.RunDirError, OSError) as e:
                 raise sglang.ActionFailed('cannot make the directories of the server: %s; the running server was not '
                                           'touched' % e, {'signalled': False})
+    if (p.get('start') or {}).get('kind') == 'systemd' and p.get('log_path'):
+        # the unit appends to it (StandardOutput=append:): root's alone, made before the unit starts
+        with timeline.step('log', path=p['log_path']) as entry:
+            try:
+                entry['made'] = run_dirs.log_file(p['log_path'], deps.check_mode)
+            except run_dirs.RunDirError as e:
+                raise sglang.ActionFailed('%s; the running server was not touched' % e, {'signalled': False})
     dump = p.get('dump_dir')
     if dump:
         with timeline.step('dump_dir', path='%s/%s' % (dump['root'], dump['name'])) as entry:

@@ -50,6 +50,26 @@ def directories(entries, check_mode):
     return made
 
 
+def log_file(path, check_mode):
+    """The server's log at PATH, made where it is missing (mode 0600: SGLang logs its arguments, API key included) and
+    kept as it is otherwise, but for its mode; opened with ``O_NOFOLLOW``, so a link there is refused. Whether it was
+    made (in check mode, would be)."""
+    missing = not os.path.lexists(path)
+    if check_mode:
+        return missing
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+    except OSError as e:
+        raise RunDirError('cannot open the server log %s: %s' % (path, e.strerror))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise RunDirError('the server log %s is not a regular file' % path)
+        os.fchmod(fd, FILE_MODE)
+    finally:
+        os.close(fd)
+    return missing
+
+
 def _directory(path, group):
     try:
         os.mkdir(path, MODE)

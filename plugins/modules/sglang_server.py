@@ -216,7 +216,10 @@ options:
     type: float
     default: 10
   log_path:
-    description: The server's log, quoted (secrets masked) when it fails to become ready.
+    description:
+      - The server's log, quoted (secrets masked) when it fails to become ready.
+      - With O(start.kind=systemd), made first where it is missing, mode 0600 (SGLang logs its arguments, API key
+        included) - the unit appends to it; a link there is refused.
     type: path
   log_lines:
     description: Lines of O(log_path) to quote.

@@ -207,3 +207,28 @@ def test_check_mode_makes_nothing_and_lists_the_missing_directories(tmp_path):
     assert made == [str(runs), str(logs)]
     assert os.listdir(str(tmp_path)) == ['state'] and os.listdir(str(state)) == []
     assert (mode_of(state), owner_of(state)) == (0o755, (os.getuid(), os.getgid()))
+
+
+def test_the_log_file_is_made_0600_and_an_existing_one_keeps_its_lines(tmp_path):
+    path = str(tmp_path / 'server.log')
+    assert run_dirs.log_file(path, check_mode=True) is True and not os.path.exists(path)
+    assert run_dirs.log_file(path, check_mode=False) is True
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    with open(path, 'w') as f:
+        f.write('server_args=...\n')
+    os.chmod(path, 0o644)
+    assert run_dirs.log_file(path, check_mode=False) is False
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    with open(path) as f:
+        assert f.read() == 'server_args=...\n'
+
+
+def test_a_link_at_the_log_file_is_refused_and_its_target_untouched(tmp_path):
+    target = tmp_path / 'target'
+    target.write_text('theirs\n')
+    os.chmod(str(target), 0o644)
+    link = tmp_path / 'server.log'
+    os.symlink(str(target), str(link))
+    with pytest.raises(run_dirs.RunDirError, match='cannot open the server log'):
+        run_dirs.log_file(str(link), check_mode=False)
+    assert target.read_text() == 'theirs\n' and stat.S_IMODE(os.stat(str(target)).st_mode) == 0o644
