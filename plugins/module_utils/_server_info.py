@@ -299,13 +299,18 @@ def untrusted_mounts(found):
     return '; '.join(said) + '.' if said else None
 
 
+def command_of(p):
+    """P's command with the options it is checked with: P's environment, its secret arguments and environment."""
+    return dict(p['command'], environment=p.get('environment') or {},
+                secret_server_args=p.get('secret_server_args') or {},
+                secret_environment=p.get('secret_environment') or {})
+
+
 def check_command(p, deps):
     """P's command through the installed SGLang's own parser (_sglang.check_args), run by P's interpreter as run_as
     (or in P's container image), with P's environment and the command's secret one: the command line, its argument
     files by name, the release, and what the server will report in /server_info. Nothing is written."""
-    command = dict(p['command'], environment=p.get('environment') or {},
-                   secret_server_args=p.get('secret_server_args') or {},
-                   secret_environment=p.get('secret_environment') or {})
+    command = command_of(p)
     sglang.refuse_bad_command(command)
     return sglang.check_args(sglang.merged(dict(p, **command)), deps)
 
@@ -314,7 +319,10 @@ def info(p, deps):
     """The node's record and SGLang servers; with P's command, its check (check_command); with P's config, what the
     node has now and the plan (see plan). The recorded server's /health is asked only where it decides the plan - it
     runs, and nothing else makes it restart: on SGLang /health generates a token, which a patched server in a dumping
-    mode dumps into its run."""
+    mode dumps into its run. A command whose names or logged options are refused is refused before anything is
+    read."""
+    if p.get('command'):
+        sglang.refuse_bad_command(command_of(p))
     record = sglang._record(p)
     found = sglang.find(dict(_FIND, **p), deps, record=record)
     server, down = _server(record, found, p)
