@@ -52,7 +52,8 @@ def _process(options, run):
 def _unit(options, run):
     unit = options['unit']
     old = unit.get('migrate')
-    if old and os.path.lexists(old['path']):
+    migrated = bool(old and os.path.lexists(old['path']))
+    if migrated:
         # An earlier release's unit, whose server the stop has stopped: it goes, so that nothing starts it again.
         _must(run, ['systemctl', 'stop', '--', old['name']], 'Stopping the earlier release\'s unit')
         _must(run, ['systemctl', 'disable', '--', old['name']], 'Disabling the earlier release\'s unit')
@@ -67,6 +68,10 @@ def _unit(options, run):
     written = {'unit_written': True}
     try:
         _must(run, ['systemctl', 'daemon-reload'], 'Reloading systemd')
+        if migrated:
+            # A removed unit whose last stop ended in a SIGKILL (TimeoutStopSec) stays listed as failed until this;
+            # one that stopped cleanly has no such state, and systemctl says so with an error that changes nothing.
+            run(['systemctl', 'reset-failed', '--', old['name']], None)
         if unit.get('enable'):
             _must(run, ['systemctl', 'enable', '--', unit['name']], 'Enabling the unit')
         # restart, not start: a unit still active would keep its old main process, never the new server. Type=exec:

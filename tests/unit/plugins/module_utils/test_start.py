@@ -76,10 +76,22 @@ def test_an_earlier_release_s_unit_is_stopped_disabled_and_removed_first_where_i
     run = Runner()
     starts.start({'kind': 'systemd', 'unit': unit(tmp_path, migrate={'name': 'sglang.service', 'path': str(old)})}, run)
     assert run.calls[:2] == [['systemctl', 'stop', '--', 'sglang.service'], ['systemctl', 'disable', '--', 'sglang.service']]
+    # once its file is gone and systemd reloaded: a stop that its supervisor ended with SIGKILL leaves it failed
+    assert run.calls[2:4] == [['systemctl', 'daemon-reload'], ['systemctl', 'reset-failed', '--', 'sglang.service']]
     assert not old.exists()
     again = Runner()
     starts.start({'kind': 'systemd', 'unit': unit(tmp_path, migrate={'name': 'sglang.service', 'path': str(old)})}, again)
     assert again.calls[0] == ['systemctl', 'daemon-reload']
+
+
+def test_a_migrated_unit_that_stopped_cleanly_has_no_failed_state_to_reset_and_the_start_goes_on(tmp_path):
+    old = tmp_path / 'sglang.service'
+    old.write_text('# old\n')
+    run = Runner({('systemctl', 'reset-failed'): (1, '', 'Failed to reset failed state of unit sglang.service: '
+                                                         'Unit sglang.service not loaded.')})
+    started = starts.start({'kind': 'systemd', 'unit': unit(tmp_path, migrate={'name': 'sglang.service',
+                                                                               'path': str(old)})}, run)
+    assert started['unit_written'] and run.calls[-1] == ['systemctl', 'restart', '--', 'gpuops-sglang.service']
 
 
 def test_a_unit_that_fails_to_start_says_so_and_that_its_file_was_written(tmp_path):
