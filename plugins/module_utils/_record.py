@@ -43,9 +43,10 @@ def iso(seconds, timespec='seconds'):
         timespec=timespec)
 
 
-def replace_file(path, content, mode=MODE):
-    """CONTENT (text) at PATH, of MODE, root's: written to a new file beside it, then renamed over it, so that a link
-    or a file at PATH is replaced, never followed or written through."""
+def replace_file(path, content, mode=MODE, owner=None):
+    """CONTENT (text) at PATH, of MODE, root's or OWNER's ((uid, gid), set before the file has its name): written to a
+    new file beside it, then renamed over it, so that a link or a file at PATH is replaced, never followed or written
+    through."""
     tmp = '%s.%d.tmp' % (path, os.getpid())
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
@@ -53,6 +54,8 @@ def replace_file(path, content, mode=MODE):
         raise RecordError('cannot write %s: %s' % (path, e.strerror))
     try:
         with os.fdopen(fd, 'w') as f:
+            if owner is not None:
+                os.fchown(f.fileno(), owner[0], owner[1])
             os.fchmod(f.fileno(), mode)
             f.write(content)
             f.flush()

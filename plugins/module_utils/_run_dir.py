@@ -23,6 +23,8 @@ from __future__ import annotations
 import os
 import stat
 
+from ansible_collections.gpuops.host.plugins.module_utils import _record as records
+
 MODE = 0o750
 FILE_MODE = 0o600
 ENVIRONMENT = 'server.env'
@@ -91,24 +93,12 @@ def _directory(path, group):
 
 
 def write(path, content, uid=0, gid=0, mode=FILE_MODE):
-    """CONTENT at PATH, of MODE and owned by UID:GID before it has its name; a link or file at PATH is replaced."""
-    tmp = '%s.%d.tmp' % (path, os.getpid())
+    """CONTENT at PATH, of MODE and owned by UID:GID before it has its name; a link or file at PATH is replaced
+    (_record.replace_file)."""
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-    except OSError as e:
-        raise RunDirError('cannot write %s: %s' % (path, e.strerror))
-    try:
-        with os.fdopen(fd, 'w') as f:
-            os.fchown(f.fileno(), uid, gid)
-            os.fchmod(f.fileno(), mode)
-            f.write(content)
-            f.flush()
-            os.fsync(f.fileno())
-        os.rename(tmp, path)
-    except BaseException:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-        raise
+        records.replace_file(path, content, mode, (uid, gid))
+    except records.RecordError as e:
+        raise RunDirError(str(e))
 
 
 def files_of(options, arguments, environment=None):
