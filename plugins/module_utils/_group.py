@@ -86,3 +86,14 @@ def place(options):
                          'each group\'s hosts together; nothing was touched'
                          % (group, ', '.join(split), 'is' if len(split) == 1 else 'are', len(members)))
     return {'args': args, 'rank': by_host[host], 'nnodes': len(members), 'head': head, 'members': ordered}
+
+
+def group_plan(plan, host, restarting):
+    """HOST's PLAN (sglang_server_info's) once the group's plans are known: where HOST's server stays but another node
+    of the group restarts (RESTARTING, the hosts whose plan restarts), HOST restarts too, each such node a reason;
+    PLAN itself otherwise. A node restarted alone would leave its peers waiting in NCCL."""
+    others = [h for h in restarting if h != host]
+    if plan.get('needs_restart') or not others:
+        return plan
+    return dict(plan, needs_restart=True, reasons=list(plan.get('reasons') or [])
+                + ['node %s of the multi-node server restarts' % h for h in others])

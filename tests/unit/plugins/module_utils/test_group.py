@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuops.host.plugins.module_utils._group import GroupError, place, ranks
+from ansible_collections.gpuops.host.plugins.module_utils._group import GroupError, group_plan, place, ranks
 
 MEMBERS = ['gpu-a', 'gpu-b', 'gpu-c']
 
@@ -146,3 +146,15 @@ def test_a_limit_is_refused_before_a_serial_split():
 ])
 def test_a_run_on_every_host_of_the_group_passes(changes):
     assert place(options(**changes))['rank'] == 1
+
+
+@pytest.mark.parametrize('plan, restarting, expected', [
+    ({'needs_restart': False, 'reasons': []}, ['gpu-a', 'gpu-b'],
+     {'needs_restart': True, 'reasons': ['node gpu-b of the multi-node server restarts']}),
+    ({'needs_restart': False, 'reasons': []}, ['gpu-a'], {'needs_restart': False, 'reasons': []}),
+    ({'needs_restart': False, 'reasons': []}, [], {'needs_restart': False, 'reasons': []}),
+    ({'needs_restart': True, 'reasons': ['mode: serving -> extraction']}, ['gpu-a', 'gpu-b'],
+     {'needs_restart': True, 'reasons': ['mode: serving -> extraction']}),
+], ids=['another-restarts', 'only-itself', 'none', 'restarts-anyway'])
+def test_a_node_restarts_where_another_node_of_its_group_does(plan, restarting, expected):
+    assert group_plan(plan, 'gpu-a', restarting) == expected
