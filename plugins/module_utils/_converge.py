@@ -7,7 +7,9 @@
     result = converge(params, deps)
 
 ``started``: this run's directory of secret files (_run_dir), then in one call the stop of what runs, the start of
-the new server under its supervisor, the wait until it answers ready, its checks and its record (_sglang.ready).
+the new server under its supervisor, the wait until it answers ready, its checks and its record (_sglang.ready);
+when that fails, what becomes of the node (_recovery.recover: the failed launch stopped and recorded, the opt-in
+rollback, ``server_now`` and the message that says what the node runs now).
 ``stopped``: the stop of every server of the node (_sglang.stop). Each result has ``actions`` (_timeline: the steps
 taken, in order, with their seconds; in a failure too) and, for ``started``, ``diff``: the recorded server's identity
 before, the new record's after. In check mode ``started`` reads what the stop would stop, signals and writes nothing,
@@ -16,6 +18,7 @@ and returns the steps it would take (``would``) with ``changed`` true.
 
 from __future__ import annotations
 
+from ansible_collections.gpuops.host.plugins.module_utils import _recovery as recovery
 from ansible_collections.gpuops.host.plugins.module_utils import _run_dir as run_dirs
 from ansible_collections.gpuops.host.plugins.module_utils._dump_dir import DumpDir, DumpDirError
 from ansible_collections.gpuops.host.plugins.module_utils import _server_config as config
@@ -29,10 +32,17 @@ def _record_path(p):
     return (p.get('record') or {}).get('path') or (p.get('stop') or {}).get('record_path') or p.get('record_path')
 
 
-def diff(p):
-    """Before: the identity of the server recorded now; after: that of the record this start writes."""
+def recorded(p):
+    """The record of the server started last, as P's record path holds it ({} where there is none)."""
     path = _record_path(p)
-    before = (sglang._record({'record_path': path}) if path else {}) or {}
+    return (sglang._record({'record_path': path}) if path else {}) or {}
+
+
+def diff(p, before=None):
+    """Before: the identity of the server recorded now (BEFORE, read where not given); after: that of the record
+    this start writes."""
+    path = _record_path(p)
+    before = recorded(p) if before is None else before
     after = ((p.get('record') or {}).get('fields') or {})
     return {'before_header': '%s (recorded)' % path if path else 'recorded', 'after_header': 'started',
             'before': config.render(before.get('identity')) if before.get('status') == 'ok' else '',
@@ -68,7 +78,8 @@ def _would(p, deps, timeline):
 
 def started(p, deps):
     timeline = Timeline(deps.clock)
-    changes = diff(p)
+    before = recorded(p)
+    changes = diff(p, before)
     made = {}
     try:
         _prepare(p, deps, timeline, made)
@@ -84,8 +95,9 @@ def started(p, deps):
         else:
             result = sglang.ready(p, deps, timeline)
     except sglang.ActionFailed as e:
-        e.result.update(actions=timeline.done, diff=changes, **made)
-        raise
+        failure = e if deps.check_mode else recovery.recover(p, deps, e, before, made, timeline)
+        failure.result.update(actions=timeline.done, diff=changes, **made)
+        raise failure
     result.update(actions=timeline.done, diff=changes, **made)
     return result
 

@@ -53,7 +53,7 @@ def failure_report(failure, old_stopped, left_pids=(), marker=None, new_started=
                      % (record_marker, rollback.get('marker')))
     elif now == 'unknown':
         parts.append('SGLang servers are still running on this node: %s.' % ', '.join(str(p) for p in left_pids))
-    else:
+    elif 'the running server was not touched' not in failure.lower():
         parts.append('The running server was not touched.')
     if stop_failure:
         parts.append('Stopping the failed launch failed too%s: %s'

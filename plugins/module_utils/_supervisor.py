@@ -169,6 +169,37 @@ def main_process(run, kind, name):
             'Status=%s, ExitCode=%s' % (fields[1], fields[2]))
 
 
+def failed_unit(run, name, since, lines):
+    """What systemd says of the unit NAME whose server failed while it started or loaded: ``(state, journal)``, its
+    state, result and restarts as ``systemctl show`` words them, and the last LINES lines of its journal since SINCE
+    (wall-clock seconds). The unit is stopped then, so that its Restart= starts it no more."""
+    rc, out, err = run(['systemctl', 'show', '--property=ActiveState,SubState,Result,ExecMainStatus,NRestarts', '--',
+                        name], None)
+    state = ' '.join(out.split()) if rc == 0 else (err or out).strip()
+    rc, out, err = run(['journalctl', '--unit=' + name, '--since=@%d' % int(since), '--lines=%d' % lines,
+                        '--no-pager', '--output=short-iso'], None)
+    journal = out.splitlines() if rc == 0 else [(err or out).strip()]
+    run(['systemctl', 'stop', '--', name], None)
+    return state, journal
+
+
+def failed_container(run, engine, name, lines):
+    """What the engine says of the container NAME whose server failed while it started or loaded: ``(state,
+    output)``, its status, exit code, error and restarts, and the last LINES lines of its output."""
+    command = _ENGINE_COMMANDS[engine]
+    rc, out, err = run([command, 'inspect', '--type', 'container', '--', name], None)
+    try:
+        info = (json.loads(out) or [{}])[0] if rc == 0 else {}
+    except ValueError:
+        info = {}
+    state = info.get('State') or {}
+    said = 'Status=%s ExitCode=%s Error=%s RestartCount=%s' % (
+        state.get('Status', 'unknown'), state.get('ExitCode', 'unknown'), state.get('Error') or '',
+        info.get('RestartCount', 0))
+    rc, out, err = run([command, 'logs', '--tail', str(lines), '--', name], None)
+    return said, (out or '').splitlines() + (err or '').splitlines()
+
+
 def _seconds(usec_text):
     """systemd's time span text (``1min 30s``, ``45s``, ``500ms``, ``infinity``) in seconds; None when unknown."""
     if not usec_text or usec_text == 'infinity':

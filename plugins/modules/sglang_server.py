@@ -665,6 +665,21 @@ options:
         type: list
         elements: path
         default: []
+  rollback:
+    description:
+      - When the new server fails after the stop signalled the old one, start the previous configuration again - the
+        record that O(record.path) held before this call, if it passed its checks - as that record says it was
+        started (its C(relaunch), the O(start) of that launch, which O(record.fields) should hold), from its own run
+        directory of secret files, which must still be root's alone. It is awaited and checked as a new server is
+        (O(checks), with that record's GPUs, expected C(/server_info) values and API key) and recorded again with
+        C(rolled_back_from). A configuration that dumped hidden states dumps into a fresh run directory beside its
+        own (C(-rollback-) and 8 hex digits), whose name replaces C(SGLANG_HS_DUMP_DIR) in its environment file.
+      - Whatever O(rollback) says, a failed O(state=started) also stops the failed server (forced, O(stop) otherwise),
+        records the failed launch at O(record.path) and in O(record.history), removes this run's directory of secret
+        files (unless a unit file written for it names them) and the run directory of its dumps where that is empty,
+        and says in RV(server_now) what the node runs now.
+    type: bool
+    default: false
 notes:
   - SGLang's C(--config) reader requires a C(.yaml) or C(.yml) file name.
 seealso:
@@ -730,6 +745,37 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+server_now:
+  description:
+    - After a failed O(state=started), what the node runs now - V(rollback) (the previous configuration was started
+      again and passed its checks), V(old) (the running server was never signalled), V(none) (no SGLang server is
+      left) or V(unknown) (SGLang servers are left that no one can vouch for). The message says the same in words.
+  returned: state is started and it failed
+  type: str
+  sample: none
+rollback:
+  description:
+    - After a failed O(state=started) with O(rollback), what the rollback did - C(ok), C(marker) (the previous run),
+      C(pid), C(gpus_serving), C(message) (why it failed) and C(dump_dir) (its fresh run directory of dumps); null
+      where none was made.
+  returned: state is started and it failed
+  type: dict
+  sample: {ok: true, marker: serving-20260101T000000Z-node1-3f9a2c1b, pid: 4242, gpus_serving: [0, 1], message: null}
+launch:
+  description:
+    - After a failed O(state=started), the line of the run history (O(record.entry) with C(status=failed),
+      C(server) as RV(server_now), C(changed), C(seconds_to_clean), C(gpus_verified), C(gpus_serving), C(message) and
+      C(rollback)), written there where the old server was signalled.
+  returned: state is started and it failed
+  type: dict
+  sample: {status: failed, server: none, changed: true, message: "the server did not answer ..."}
+cleanup:
+  description:
+    - After a failed O(state=started) whose server was started, the stop of that server, as RV(summary) and RV(said)
+      of O(state=stopped) describe a stop.
+  returned: state is started, it failed and its server was started
+  type: dict
+  sample: {said: [], summary: {servers: [4242], seconds_to_clean: 2.1, gpus_verified: 8}}
 summary:
   description:
     - the stop in figures, as P(gpuops.host.sglang_stop#role) reports it (its C(sglang_stop_result)) - C(servers),
@@ -1202,6 +1248,7 @@ def argument_spec():
                 content=dict(type='str', required=True),
                 enable=dict(type='bool', default=False),
                 migrate=dict(type='dict'))))),
+        rollback=dict(type='bool', default=False),
         record=dict(type='dict', options=dict(
             path=dict(type='path', required=True),
             fields=dict(type='dict', required=True),

@@ -124,10 +124,15 @@ def test_a_failure_carries_the_actions_and_the_diff(steps, tmp_path):
     steps[1]['ready'] = True
     with pytest.raises(_sglang.ActionFailed) as e:
         converging.converge(params(tmp_path), Deps())
-    assert e.value.msg == 'the SGLang server 4200 exited while loading'
+    assert e.value.msg == 'the SGLang server 4200 exited while loading The running server was not touched.'
     r = e.value.result
+    assert r['server_now'] == 'old'
     assert r['pid'] == 4200
-    assert r['actions'] == [{'action': 'wait', 'path': '/health', 'ready': False, 'seconds': 0.0}]
+    # the failed server is stopped, forced: its dumps are no run
+    assert r['actions'] == [{'action': 'wait', 'path': '/health', 'ready': False, 'seconds': 0.0},
+                            {'action': 'stop', 'of': 'the failed server', 'servers': [31, 32], 'seconds': 0.0}]
+    stopped = steps[0][-1][1]
+    assert (stopped['force'], stopped['active_window'], stopped['timeout']) == (True, 0, 600)
     assert r['diff']['before'] == config.render(IDENTITY) and r['diff']['after'] == config.render(NEW)
 
 
@@ -202,25 +207,31 @@ def prepared(tmp_path, **changes):
 
 @as_root
 @pytest.mark.parametrize('fails', [False, True])
-def test_the_directories_and_the_dump_directory_come_first_and_dump_made_outlives_a_failure(steps, tmp_path, fails):
+def test_the_directories_and_the_dump_directory_come_first_and_an_empty_one_goes_with_a_failure(steps, tmp_path, fails):
     if fails:
         steps[1]['ready'] = True
     p = prepared(tmp_path)
     if fails:
         with pytest.raises(_sglang.ActionFailed) as e:
             converging.converge(p, Deps())
-        assert e.value.msg == 'the SGLang server 4200 exited while loading'
+        assert e.value.msg.startswith('the SGLang server 4200 exited while loading')
         result = e.value.result
     else:
         result = converging.converge(p, Deps())
-    assert result['dump_made'] is True and [name for name, q, check_mode in steps[0]] == ['ready']
+    assert result['dump_made'] is True
+    # a failed server is stopped
+    assert [name for name, q, check_mode in steps[0]] == ['ready', 'stop'] if fails else ['ready']
     actions = result['actions']
-    assert [a['action'] for a in actions] == ['directories', 'dump_dir', 'wait']
+    assert [a['action'] for a in actions] == ['directories', 'dump_dir', 'wait'] + (['stop'] if fails else [])
     assert actions[0]['made'] == [str(tmp_path / 'state'), str(tmp_path / 'state' / 'runs')]
     assert actions[1]['path'] == '%s/run-1' % (tmp_path / 'dumps') and 'failed' not in actions[1]
     assert isinstance(actions[1]['free_gb'], float) and actions[1]['free_gb'] >= 0
-    st = os.lstat(str(tmp_path / 'dumps' / 'run-1'))
-    assert (stat.S_ISDIR(st.st_mode), st.st_uid, st.st_gid) == (True, SERVER_UID, DUMP_GID)
+    if fails:
+        # made by the call, and left empty by its failed server: removed
+        assert not os.path.lexists(str(tmp_path / 'dumps' / 'run-1'))
+    else:
+        st = os.lstat(str(tmp_path / 'dumps' / 'run-1'))
+        assert (stat.S_ISDIR(st.st_mode), st.st_uid, st.st_gid) == (True, SERVER_UID, DUMP_GID)
     st = os.lstat(str(tmp_path / 'state' / 'runs'))
     assert (stat.S_IMODE(st.st_mode), st.st_uid) == (0o750, 0)
 

@@ -1,8 +1,8 @@
 # Copyright: (c) 2026, gpuops maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""What a node runs after a failed launch, and the message that says so: every branch, on plain values (the filter
-plugin that the sglang_launch role calls: tests/unit/plugins/filter/test_launch_failure.py)."""
+"""What a node runs after a failed launch, and the message that says so: every branch, on plain values (what
+gpuops.host.sglang_server's recovery from a failed start reports: tests/unit/plugins/module_utils/test_recovery.py)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,9 @@ def test_what_the_node_runs_now(old_stopped, left, rollback_ok, expected):
 
 @pytest.mark.parametrize('facts, expected', [
     (dict(old_stopped=False), FAILED + ' The running server was not touched.'),
+    # said once, where the failure says it already
+    (dict(failure='cannot make the run directory; the running server was not touched', old_stopped=False),
+     'cannot make the run directory; the running server was not touched'),
     (dict(old_stopped=True, marker='tuning-x', new_started=True, record_marker='serving-y'),
      FAILED + ' This node now runs NO SGLang server: its old server (serving-y) was stopped and the new one (tuning-x) '
      'failed and was stopped.'),
@@ -44,7 +47,7 @@ def test_what_the_node_runs_now(old_stopped, left, rollback_ok, expected):
      FAILED + ' The running server was not touched. Stopping the failed launch failed too: 42 survived SIGKILL'),
 ])
 def test_the_message_says_what_failed_and_what_the_node_runs(facts, expected):
-    assert lifecycle.failure_report(FAILED, **facts)['message'] == expected
+    assert lifecycle.failure_report(**dict({'failure': FAILED}, **facts))['message'] == expected
 
 
 def test_the_log_tail_is_masked_and_left_out_where_the_failure_carries_it():

@@ -36,7 +36,9 @@ STANDIN, SIM = standin_root(), SIM_DIR
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason='the run directory is root\'s: needs root')
 # the server's user and group, which root gives the argument files and the run directory's group
 SERVER_UID, SERVER_GID = 4242, 4343
-START_FAILED = 'The start of the server failed (/bin/false, exit 1)'
+START_FAILED = 'The start of the server failed (/bin/sh -c '
+# where the failed start of the fixture started copies the run directory
+KEPT = '.kept'
 ENVIRONMENT = 'HF_TOKEN=hf_abcdef\nTEAM=team-value\n'
 
 
@@ -106,10 +108,12 @@ def info_base(tmp_path):
 
 @pytest.fixture
 def started(tmp_path):
-    """sglang_server in state started whose start fails at once (/bin/false): what comes before the start - the run
-    directory - is done, and no server runs."""
-    return {'url': 'http://127.0.0.1:9', 'start': {'kind': 'process', 'argv': ['/bin/false']},
-            'run_dir': {'path': str(tmp_path / 'run')}}
+    """sglang_server in state started whose start fails at once: what comes before the start - the run directory -
+    is done, and no server runs. The failed start copies the run directory as it saw it to KEPT (the run directory
+    itself, with this run's secret files, is removed once the start failed)."""
+    run = str(tmp_path / 'run')
+    return {'url': 'http://127.0.0.1:9', 'run_dir': {'path': run},
+            'start': {'kind': 'process', 'argv': ['/bin/sh', '-c', 'cp -a "$0" "$0%s"; exit 1' % KEPT, run]}}
 
 
 @pytest.fixture
@@ -353,6 +357,9 @@ def test_the_argument_files_and_the_environment_file_are_0600_with_their_owners_
     assert [a['action'] for a in result['actions']] == ['run_dir', 'start']
     environment = os.path.join(run, 'server.env')
     assert result['actions'][0]['files'] == [secrets, environment]
+    # gone once the start failed; as the start saw it:
+    assert not os.path.lexists(run)
+    run, secrets, environment = (path.replace(run, run + KEPT) for path in (run, secrets, environment))
     assert mode_of(run) == 0o750 and owner_of(run) == (0, SERVER_GID)
     assert sorted(os.listdir(run)) == ['secret-args.yaml', 'server.env']
     assert stat.S_ISREG(os.lstat(secrets).st_mode) and mode_of(secrets) == 0o600
@@ -435,7 +442,8 @@ def test_the_parser_checks_the_argument_file_that_sglang_server_writes(run_modul
     assert not os.path.lexists(run)
     outcome, result, dummy = run_module(sglang_server, dict(started, command=command, secret_server_args=secret))
     assert outcome == 'fail' and result['msg'].startswith(START_FAILED), result
-    with open(command['secrets_path']) as f:
+    assert not os.path.lexists(run)
+    with open(command['secrets_path'].replace(run, run + KEPT)) as f:
         assert [f.read()] == checked == ['api-key: "k-123456"\nserved-model-name: "private-name"\n']
 
 
@@ -462,6 +470,8 @@ def test_a_config_file_has_the_keys_that_the_installed_release_accepts(run_modul
     outcome, result, dummy = run_module(sglang_server, dict(started, secret_server_args={'api_key': 'k-123456'},
                                                             command=dict(command, config_keys=checked['config_keys'])))
     assert outcome == 'fail' and result['msg'].startswith(START_FAILED), result
+    assert not os.path.lexists(run)
+    config = config.replace(run, run + KEPT)
     assert mode_of(config) == 0o600
     with open(config) as f:
         assert f.read() == 'api-key: "k-123456"\ncuda-graph-max-bs: 160\nmodel-path: "%s"\n' % model
