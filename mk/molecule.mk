@@ -15,7 +15,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 # The longest first, so that the last to start is a short one.
-MOLECULE_SCENARIOS ?= faults default systemd tuning limit
+MOLECULE_SCENARIOS ?= faults default systemd tuning multinode limit
 # Scenarios run side by side: most of their time is waiting (podman exec, the servers' timers).
 MOLECULE_JOBS ?= 2
 # The newest ansible release built on ansible-core 2.19; only containers.podman is taken from it.

@@ -10,7 +10,8 @@
 the new server under its supervisor, the wait until it answers ready, its checks and its record (_sglang.ready);
 when that fails, what becomes of the node (_recovery.recover: the failed launch stopped and recorded, the opt-in
 rollback, ``server_now`` and the message that says what the node runs now).
-``stopped``: the stop of every server of the node (_sglang.stop). Each result has ``actions`` (_timeline: the steps
+``stopped``: the stop of every server of the node (_sglang.stop). ``absent``: that stop, then the removal of what the
+collection made to run the recorded server (_start.remove), never a dump. Each result has ``actions`` (_timeline: the steps
 taken, in order, with their seconds; in a failure too) and, for ``started``, ``diff``: the recorded server's identity
 before, the new record's after. In check mode ``started`` reads what the stop would stop, signals and writes nothing,
 and returns the steps it would take (``would``) with ``changed`` true.
@@ -23,9 +24,10 @@ from ansible_collections.gpuops.host.plugins.module_utils import _run_dir as run
 from ansible_collections.gpuops.host.plugins.module_utils._dump_dir import DumpDir, DumpDirError
 from ansible_collections.gpuops.host.plugins.module_utils import _server_config as config
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang as sglang
+from ansible_collections.gpuops.host.plugins.module_utils import _start as starts
 from ansible_collections.gpuops.host.plugins.module_utils._timeline import Timeline
 
-STATES = ('started', 'stopped')
+STATES = ('started', 'stopped', 'absent')
 
 
 def _record_path(p):
@@ -93,7 +95,16 @@ def started(p, deps):
         if deps.check_mode:
             result = _would(p, deps, timeline)
         else:
-            result = sglang.ready(p, deps, timeline)
+            if p.get('record') is not None and p.get('checks') is not None:
+                # so that a rollback to this server checks it as it is checked now
+                fields = dict(p['record']['fields'], checks=recovery.recorded_checks(p['checks'], p['path']))
+                p = dict(p, record=dict(p['record'], fields=fields))
+            lock = (p.get('stop') or {}).get('lock') or {}
+            # a lock to release goes once the new server is recorded, not when the stop is done
+            result = sglang.ready(dict(p, stop=dict(p['stop'], lock=dict(lock, release=False))) if lock else p,
+                                  deps, timeline)
+            if lock.get('release') and not lock.get('take'):
+                result['lock'] = sglang.release_lock(lock, deps)
     except sglang.ActionFailed as e:
         failure = e if deps.check_mode else recovery.recover(p, deps, e, before, made, timeline)
         failure.result.update(actions=timeline.done, diff=changes, **made)
@@ -143,9 +154,50 @@ def stopped(p, deps):
     return found
 
 
+def relaunched(p, deps):
+    """The configuration of the record P['relaunch']['record'] started again as it was recorded, checked as it was
+    checked and recorded again (_recovery.rollback): what a multi-node server's nodes do together once the group
+    failed and each one's server is stopped."""
+    timeline = Timeline(deps.clock)
+    back = recovery.rollback(p, deps, p['relaunch']['record'], timeline, failed=p['relaunch'].get('failed'))
+    if not back['ok']:
+        raise sglang.ActionFailed('starting the configuration of %s again failed: %s' % (back['marker'], back['message']),
+                                  dict(back, rollback=back, actions=timeline.done))
+    return dict(back, changed=True, rollback=back, actions=timeline.done)
+
+
+def absent(p, deps):
+    """The stop of every server (stopped), then the removal of what the collection made to run the recorded one
+    (_start.remove): its unit file, its exited containers, its run directories of secret files and its record."""
+    path = p['stop'].get('record_path')
+    before = recorded(p)
+    found = stopped(p, deps)
+    timeline = Timeline(deps.clock)
+    timeline.done[:0] = found['actions']
+    try:
+        with timeline.step('remove', check_mode=deps.check_mode) as entry:
+            removal = starts.remove(path, before, deps.run, deps.check_mode) if path else {'removed': [], 'kept': []}
+            entry['removed'] = removal['removed']
+    except (starts.StartFailed, OSError) as e:
+        raise sglang.ActionFailed('every SGLang server was stopped, but removing what ran the recorded one failed: %s'
+                                  % getattr(e, 'msg', e), dict(found, actions=timeline.done, signalled=True))
+    said = ['%s what ran the recorded server: %s' % ('Would remove' if deps.check_mode else 'Removed',
+                                                     ', '.join(removal['removed']))] if removal['removed'] else []
+    said.extend('Left: %s' % kept for kept in removal['kept'])
+    found.update(removal, actions=timeline.done, changed=bool(found.get('changed') or removal['removed']),
+                 said=list(found.get('said') or []) + said)
+    return found
+
+
 def converge(params, deps):
     """PARAMS['state'] reached; a dict of results, or _sglang.ActionFailed. The command's options are checked first."""
     if params.get('command'):
         sglang.refuse_bad_command(dict(params['command'], secret_server_args=params.get('secret_server_args') or {}))
-    p = params
-    return stopped(p, deps) if p['state'] == 'stopped' else started(p, deps)
+    if params['state'] == 'started' and params.get('relaunch'):
+        if params.get('record') is None:
+            raise sglang.ActionFailed('relaunch needs record (its path): the configuration started again is recorded')
+        return relaunched(params, deps)
+    if params['state'] == 'started' and not (params.get('url') and params.get('start')):
+        raise sglang.ActionFailed('state=started needs url and start, or relaunch')
+    states = {'started': started, 'stopped': stopped, 'absent': absent}
+    return states[params['state']](params, deps)

@@ -97,3 +97,27 @@ def group_plan(plan, host, restarting):
         return plan
     return dict(plan, needs_restart=True, reasons=list(plan.get('reasons') or [])
                 + ['node %s of the multi-node server restarts' % h for h in others])
+
+
+def failure_outcome(result, failed, rolled_back=None, relaunch_failed=()):
+    """What a node of a multi-node server whose launch failed on one or more nodes runs now, and says: the node's own
+    launch RESULT (its sglang_launch_result: ``status`` failed where this node's launch failed itself), FAILED the other
+    nodes whose launch failed; ROLLED_BACK this node's start of the group's previous configuration (sglang_server's
+    relaunch result: ``rollback``; None where none was tried) and RELAUNCH_FAILED the nodes where that start failed.
+    RESULT updated: ``status`` failed, ``server`` V(rollback) where every node started the previous configuration
+    again, else V(none) (every node stopped), ``pid``, ``rollback`` and ``message``."""
+    own = result.get('status') == 'failed'
+    parts = [result.get('message') or 'the launch failed'] if own else [
+        'node(s) %s of the multi-node server failed; this node was stopped with it.' % ', '.join(failed)]
+    back = (rolled_back or {}).get('rollback') if rolled_back is not None else None
+    ok = rolled_back is not None and not relaunch_failed and bool((back or {}).get('ok'))
+    if ok:
+        parts.append('The previous configuration (%s) was started again on every node of the multi-node server and '
+                     'passed its checks: %s serves again.' % (back['marker'], back['marker']))
+    elif rolled_back is not None:
+        why = (back or {}).get('message') or (rolled_back.get('msg') if rolled_back.get('failed') else None)
+        parts.append('The previous configuration could not be started again on every node (%s)%s, so every node of the '
+                     'multi-node server was stopped again.' % (', '.join(relaunch_failed) or 'none',
+                                                               ': %s' % why if why else ''))
+    return dict(result, status='failed', server='rollback' if ok else 'none',
+                pid=(back or {}).get('pid') if ok else None, rollback=back, message=' '.join(parts))

@@ -179,6 +179,24 @@ def parse_tcp_listening(raw):
     return found
 
 
+TCP_ESTABLISHED = '01'  # the st column of /proc/net/tcp and tcp6 for a connection both ends hold open
+
+
+def parse_tcp_connected_to(raw, port):
+    """Inodes of the sockets that /proc/net/tcp or tcp6 (RAW) lists as established connections to remote PORT."""
+    found = set()
+    for line in _text(raw).splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 10 or fields[3] != TCP_ESTABLISHED or fields[9] == '0':
+            continue
+        try:
+            if int(fields[2].rsplit(':', 1)[1], 16) == port:
+                found.add(int(fields[9]))
+        except (IndexError, ValueError):
+            continue
+    return found
+
+
 def parse_tcp_listen_addresses(raw, port):
     """{inode: local address} of the sockets that /proc/net/tcp or tcp6 (RAW) lists as listening on PORT."""
     return dict((inode, address) for inode, (address, listening) in parse_tcp_listening(raw).items()
@@ -320,6 +338,17 @@ class ProcFS:
         for name in ('tcp', 'tcp6'):
             try:
                 found.update(parse_tcp_listening(_read(os.path.join(self.root, 'net', name))))
+            except (IOError, OSError):
+                pass  # no IPv6 in this kernel
+        return found
+
+    def tcp_connected_to(self, port):
+        """Inodes of the established TCP connections (IPv4 and IPv6) to remote PORT in this process's network
+        namespace."""
+        found = set()
+        for name in ('tcp', 'tcp6'):
+            try:
+                found |= parse_tcp_connected_to(_read(os.path.join(self.root, 'net', name)), port)
             except (IOError, OSError):
                 pass  # no IPv6 in this kernel
         return found

@@ -137,20 +137,50 @@ def _fresh_dump_dir(record, env, env_st, owner, random_hex):
         raise sglang.ActionFailed('cannot make a fresh run directory for the previous configuration\'s dumps: %s' % e)
     syntax = 'systemd' if record.get('supervisor') == 'systemd' else 'shell'
     line = env_lines({DUMP_VARIABLE: fresh}, syntax)[0]
-    fd = os.open(env, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    with os.fdopen(fd) as f:
-        lines = f.read().splitlines()
-    lines = [line if old_line.startswith(DUMP_VARIABLE + '=') else old_line for old_line in lines]
-    if line not in lines:
-        lines.append(line)
-    run_dirs.write(env, '\n'.join(lines) + '\n', env_st.st_uid, env_st.st_gid)
+    try:
+        fd = os.open(env, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd) as f:
+            lines = f.read().splitlines()
+        lines = [line if old_line.startswith(DUMP_VARIABLE + '=') else old_line for old_line in lines]
+        if line not in lines:
+            lines.append(line)
+        run_dirs.write(env, '\n'.join(lines) + '\n', env_st.st_uid, env_st.st_gid)
+    except (run_dirs.RunDirError, OSError) as e:
+        try:
+            os.rmdir(fresh)
+        except OSError:
+            pass
+        raise sglang.ActionFailed('cannot point the previous configuration\'s environment file %s at its fresh run '
+                                  'directory of dumps: %s' % (env, e))
     return fresh
 
 
-def rollback(p, deps, before, timeline, random_hex=None):
+def recorded_checks(checks, path):
+    """What the record keeps of the checks CHECKS of a server ready at PATH, so that a rollback checks it again as it
+    was checked: every option but the API key (the server's own files hold it)."""
+    kept = dict((k, v) for k, v in (checks or {}).items() if k != 'api_key')
+    return dict(kept, path=path)
+
+
+def _checks_of(p, before, fresh):
+    """The checks of the previous configuration BEFORE: those its record keeps (recorded_checks), else P's with the
+    record's GPUs and /server_info values; its dumps in FRESH. Its key is in its own 0600 files: the checks read it
+    there, by the server's PID."""
+    kept = before.get('checks')
+    if kept:
+        checks = dict((k, v) for k, v in kept.items() if k != 'path')
+    elif p.get('checks') is not None:
+        checks = dict(p['checks'], expected_info=before.get('expected_info'), gpus=before.get('gpus_serving') or [])
+    else:
+        return None, p['path']
+    return dict(checks, dump_dir=fresh, api_key=None), (kept or {}).get('path') or p['path']
+
+
+def rollback(p, deps, before, timeline, random_hex=None, failed=None):
     """Start the previous recorded configuration BEFORE again as it was recorded (its ``relaunch``, from its own run
-    directory), wait until it is ready, check it as a new server is, and record it again. ``ok``, ``marker``, ``pid``,
-    ``gpus_serving`` and ``message``."""
+    directory), wait until it is ready, check it as it was checked (_checks_of), and record it again, with
+    ``rolled_back_from`` the marker FAILED (P's record's, unset). ``ok``, ``marker``, ``pid``, ``gpus_serving`` and
+    ``message``."""
     random_hex = random_hex or (lambda: '%08x' % random.getrandbits(32))
     marker = before.get('marker')
     try:
@@ -166,15 +196,12 @@ def rollback(p, deps, before, timeline, random_hex=None):
             if relaunch['kind'] in ('docker', 'podman'):
                 # its container, exited since the stop, holds the name: `rm` refuses a running one
                 deps.run([relaunch['kind'], 'rm', '--', relaunch['container']], None)
-            checks = p.get('checks')
-            if checks is not None:
-                # its key is in its own 0600 files: the checks read it there, by the server's PID
-                checks = dict(checks, dump_dir=fresh, expected_info=before.get('expected_info'),
-                              gpus=before.get('gpus_serving') or [], api_key=None, schedulers=0, probe=True)
-            again = dict(p, stop=None, start=relaunch, url=before['url'], log_path=before.get('log'), checks=checks,
+            checks, path = _checks_of(p, before, fresh)
+            failed = failed or (p['record'].get('fields') or {}).get('marker')
+            again = dict(p, stop=None, start=relaunch, url=before['url'], path=path, log_path=before.get('log'),
+                         checks=checks,
                          record={'path': p['record']['path'], 'dump_patterns': p['record'].get('dump_patterns'),
-                                 'fields': dict(before, rolled_back_from=p['record']['fields'].get('marker'),
-                                                dump_dir=fresh)})
+                                 'fields': dict(before, rolled_back_from=failed, dump_dir=fresh)})
             ready = sglang.ready(again, deps, timeline)
             entry['pid'] = ready['pid']
     except sglang.ActionFailed as e:
@@ -211,9 +238,10 @@ def recover(p, deps, failure, before, made, timeline):
         tail = result.get('log_tail') or sprocs.log_tail(p.get('log_path'), p.get('log_lines', 50), redact)
         try:
             with timeline.step('stop', of='the failed server') as entry:
-                # the launch's own server, which failed: its dumps (warm-up, readiness checks, probe) are no run
-                cleanup = sglang.stop(sglang.stopping(dict(p, stop=dict(p['stop'], force=True, active_window=0))),
-                                      deps)
+                # the launch's own server, which failed: its dumps (warm-up, readiness checks, probe) are no run, and
+                # it is not drained (a node of rank 1 or more does not wait for its rank 0 either)
+                cleanup = sglang.stop(sglang.stopping(dict(p, stop=dict(p['stop'], force=True, active_window=0,
+                                                                        timeout=0))), deps)
                 entry['servers'] = [s['pid'] for s in cleanup.get('servers') or []]
             result['cleanup'] = cleanup
         except sglang.ActionFailed as e:
@@ -234,11 +262,13 @@ def recover(p, deps, failure, before, made, timeline):
         stop = p.get('stop') or {}
         found = sglang.find(dict(presets=stop.get('presets') or ['sglang'], patterns=stop.get('patterns') or [],
                                  default_url=stop.get('default_url') or 'http://127.0.0.1:30000',
-                                 record_path=(record or {}).get('path')), deps)
+                                 record_path=(record or {}).get('path') or stop.get('record_path')), deps)
         left = [s['pid'] for s in found['servers']]
     back = None
     if p.get('rollback') and stopped_old and before.get('status') == 'ok' and stop_failure is None:
-        back = rollback(p, deps, before, timeline)
+        back = rollback(p, deps, before, timeline) if record is not None else {
+            'ok': False, 'marker': before.get('marker'), 'pid': None, 'gpus_serving': [],
+            'message': 'no record (record.path) was given, into which the previous configuration would be recorded'}
     report = failure_report(msg, stopped_old, left, marker=(record or {}).get('fields', {}).get('marker'),
                             new_started=bool(pid), record_marker=before.get('marker'), rollback=back,
                             rollback_enabled=bool(p.get('rollback')), stop_failure=stop_failure, tail=tail,

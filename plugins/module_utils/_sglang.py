@@ -490,7 +490,21 @@ def lock_options():
     """The suboptions of sglang_server's lock: host_lock's options, less state, and take."""
     spec = dict((k, v) for k, v in locks.argument_spec().items() if k != 'state')
     spec['take'] = dict(type='bool', default=False)
+    spec['release'] = dict(type='bool', default=False)
     return spec
+
+
+def release_lock(options, deps):
+    """Release the host lock of OPTIONS (the stop's lock option), held by its run, once the call did its work: what
+    the result reports of it (``path``, ``released``); a lock that cannot be released is warned of, and stays until
+    the run's own release or its max_age."""
+    lock = locks.HostLock(options['path'])
+    try:
+        released = locks.act(lock, 'absent', options['run'])['released']
+    except locks.ERRORS as e:
+        deps.warn('the host lock was not released: %s' % locks.failure(lock, e)['msg'])
+        released = False
+    return {'path': lock.path, 'released': released}
 
 
 class _StopLock:
@@ -530,11 +544,9 @@ class _StopLock:
                                dict(found, lock_lost=True, **failure))
 
     def __exit__(self, kind, error, trace):
-        if self.result is not None and self.options['take'] and not self.deps.check_mode:
-            try:
-                self.result['released'] = locks.act(self.lock, 'absent', self.options['run'])['released']
-            except locks.ERRORS as e:
-                self.deps.warn('the host lock was not released: %s' % locks.failure(self.lock, e)['msg'])
+        if self.result is not None and not self.deps.check_mode and \
+                (self.options['take'] or (self.options.get('release') and error is None)):
+            self.result['released'] = release_lock(self.options, self.deps)['released']
         if isinstance(error, ActionFailed) and self.result is not None:
             error.result.setdefault('lock', self.result)
         return False
@@ -863,13 +875,10 @@ def _drain_each(found, p, deps, table):
     for server in found['servers']:
         user = server['user']
         if server.get('node_rank'):
-            # A node of rank 1 or more of a multi-node server has no requests (only rank 0 runs the tokenizer) and
-            # serves no load: its drain would wait on a count it can never read. It stops when rank 0 does, or
-            # by the escalation where rank 0 is gone.
-            drains.append({'pid': server['pid'], 'url': server['url'], 'drained': True, 'in_flight': 0, 'lost': 0,
-                           'source': 'node_rank', 'node_rank': server['node_rank'], 'seconds': 0.0,
-                           'readings': 0, 'serving': False, 'aborted': False, 'needs_api_key': False,
-                           'error': None})
+            try:
+                drains.append(_await_rank0(server, p, deps))
+            except ActionFailed as e:
+                raise ActionFailed(e.msg, dict(found, undrained=undrained, drains=drains, **e.result))
             continue
         tie = _tied(p, deps, server['pid'], server['url'], table)
         reason = tie['reason'] if not tie['tied'] else key_trust(p, deps, server, found['record'], found['servers'])
@@ -890,6 +899,44 @@ def _drain_each(found, p, deps, table):
         drains.append(dict(result, pid=server['pid'], url=tie['url']))
     found['undrained'] = undrained
     return drains
+
+
+def _await_rank0(server, p, deps):
+    """The drain of a node of rank 1 or more of a multi-node server. It has no requests of its own (only rank 0 runs
+    the tokenizer), and a SIGTERM to it only logs: it stops once rank 0, after its own drain, broadcasts its
+    ShutdownReq (SGLang 0.5.23 engine.py _launch_subprocesses; "Non-zero ranks cannot drain on their own"). Stopped
+    before that, its death would leave rank 0's requests in flight in their collectives. So, rank 0 first: the stop
+    waits while the worker's tree holds its connection to rank 0's store (_sglang_procs.head_connected), up to the
+    drain's timeout - it goes on at once where rank 0 is gone; past the timeout it fails, leaving the worker running,
+    unless force."""
+    entry = {'pid': server['pid'], 'url': server['url'], 'drained': True, 'in_flight': 0, 'lost': 0,
+             'source': 'node_rank', 'node_rank': server['node_rank'], 'seconds': 0.0, 'readings': 0,
+             'serving': False, 'aborted': False, 'needs_api_key': False, 'error': None, 'rank0': None}
+    port = server.get('dist_port')
+    if not port:
+        return entry
+    pids = [proc['pid'] for proc in server.get('tree') or []] or [server['pid']]
+    began = deps.clock()
+    while True:
+        entry['readings'] += 1
+        connected = sprocs.head_connected(deps.procfs, pids, port)
+        entry['rank0'] = 'running' if connected else 'gone'
+        waited = deps.clock() - began
+        if not connected or deps.check_mode:
+            break
+        if waited >= p['timeout']:
+            if not p.get('force'):
+                raise ActionFailed(
+                    'the SGLang server %d is node %d of a multi-node server whose rank 0 (its store at port %d) still '
+                    'runs after %g s: a node of rank 1 or more stops once rank 0 has, and stopped before, it would '
+                    'leave rank 0\'s requests in flight; stop rank 0 first (a stop of the whole group does), or force '
+                    'the stop' % (server['pid'], server['node_rank'], port, waited),
+                    {'signalled': False, 'rank0': 'running'})
+            entry['forced'] = True
+            break
+        deps.sleep(p['interval'])
+    entry['seconds'] = round(deps.clock() - began, 2)
+    return entry
 
 
 def check_environ(p, deps):

@@ -28,6 +28,7 @@ _HOST = re.compile(r'^--host(?:=(\S+))?$')
 _API_KEY = re.compile(r'^--api-key(?:=(.+))?$')
 _CONFIG = re.compile(r'^--config(?:=(.+))?$')
 _NODE_RANK = re.compile(r'^--node-rank(?:=(\d+))?$')
+_DIST_INIT_ADDR = re.compile(r'^--dist-init-addr(?:=(\S+))?$')
 # A key of SGLang's --config YAML file (utils/server_args_config_parser.py turns each key into --KEY): api-key, or
 # api_key as some write it; the value plain, or quoted as YAML and JSON quote it.
 _CONFIG_API_KEY = re.compile(r'''^api[-_]key:\s*(?:"((?:[^"\\]|\\.)*)"|'((?:[^']|'')*)'|([^\s#"'][^#]*?))\s*(?:#.*)?$''')
@@ -53,6 +54,23 @@ def node_rank_of(argv):
     whatever they do: it has no requests to drain (SGLang 0.5.23 engine.py _launch_subprocesses)."""
     value = _option(argv, _NODE_RANK)
     return int(value) if value and value.isdigit() else 0
+
+
+def dist_port_of(argv):
+    """The port of the --dist-init-addr HOST:PORT of a server with command line ARGV, where rank 0 keeps the store of
+    the multi-node server's process group; None where it names none."""
+    value = _option(argv, _DIST_INIT_ADDR)
+    host, sep, port = (value or '').rpartition(':')
+    return int(port) if sep and host and port.isdigit() else None
+
+
+def head_connected(procfs, pids, port):
+    """Whether one of PIDS (a worker's tree) holds an established TCP connection to remote PORT: its rank 0's store.
+    Every rank of a torch process group is a client of the store that rank 0 hosts at --dist-init-addr, and keeps
+    that connection for the process group's life (torch 2.14.1 c10d TCPStore.hpp, TCPStore::client_, held by
+    ProcessGroupNCCL::store_); it is no longer established once rank 0's process is gone."""
+    sockets = set('socket:[%d]' % inode for inode in procfs.tcp_connected_to(port))
+    return bool(sockets) and any(sockets.intersection(procfs.open_files(pid)) for pid in pids)
 
 
 def url_of(argv, default_url):
@@ -289,7 +307,7 @@ def find_servers(procfs, table, patterns, record, default_url, redact, self_pids
         servers.append({
             'pid': proc.pid, 'start': proc.start, 'url': url.rstrip('/'), 'cmdline': redact(proc.command),
             'marker': env_marker, 'recorded': recorded, 'session': proc.sid if proc.sid == proc.pid else None,
-            'node_rank': node_rank_of(proc.cmdline),
+            'node_rank': node_rank_of(proc.cmdline), 'dist_port': dist_port_of(proc.cmdline),
             'schedulers': sum(1 for p in members if p.cmdline[:1] and p.cmdline[0].startswith(SCHEDULER_TITLE)),
             'tree': [describe(p, redact) for p in members],
         })

@@ -3,7 +3,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 """Starting a server under its supervisor, as the caller rendered it: a process in its own session (the starting
-shell prints its PID), a systemd unit (its file written, then restarted), or a container (the engine's ``run``).
+shell prints its PID), a systemd unit (its file written, then restarted), or a container (the engine's ``run``); and
+removing what the collection made to run it (remove: its unit file, its exited containers, its run directories and
+its record).
 
 What the start returns names what the readiness wait then reads: ``pid`` for a process; ``main_process_of`` for a
 unit or a container, whose main process becomes the server once it is there. Every helper program is the caller's
@@ -16,6 +18,7 @@ from __future__ import annotations
 import os
 
 from ansible_collections.gpuops.host.plugins.module_utils import _record as records
+from ansible_collections.gpuops.host.plugins.module_utils import _supervisor as supervisors
 
 KINDS = ('process', 'systemd', 'docker', 'podman')
 
@@ -99,3 +102,76 @@ def start(options, run):
     if kind == 'systemd':
         return _unit(options, run)
     return _container(options, run)
+
+
+# The label of the containers that the collection starts (sglang_launch), by which their removal knows them.
+CONTAINER_LABEL = 'gpuops.host.role=sglang_launch'
+
+
+def _unit_file_ours(path):
+    try:
+        with open(path) as f:
+            return f.readline().startswith(supervisors.UNIT_HEADER)
+    except (IOError, OSError):
+        return False
+
+
+def _remove_unit(record, run, check_mode, out):
+    name = record['unit'] if record['unit'].endswith('.service') else record['unit'] + '.service'
+    rc, said, err = run(['systemctl', 'show', '--property=FragmentPath', '--', name], None)
+    path = supervisors.parse_show(said).get('FragmentPath') if rc == 0 else None
+    if not path:
+        return
+    if os.path.islink(path) or not _unit_file_ours(path):
+        out['kept'].append('the unit file %s of %s, which gpuops.host did not write' % (path, name))
+        return
+    out['removed'].append(path)
+    if check_mode:
+        return
+    # stopped by the stop already; disabled, so that no boot starts it, then gone
+    run(['systemctl', 'disable', '--', name], None)
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    _must(run, ['systemctl', 'daemon-reload'], 'Reloading systemd')
+    # a unit whose last stop ended in a SIGKILL stays listed as failed until this; otherwise an error that changes nothing
+    run(['systemctl', 'reset-failed', '--', name], None)
+
+
+def _remove_containers(engine, run, check_mode, out):
+    said = _must(run, [engine, 'ps', '--all', '--quiet', '--filter', 'label=' + CONTAINER_LABEL, '--filter',
+                       'status=exited'], 'Listing the collection\'s exited containers')
+    ids = said.split()
+    if ids and not check_mode:
+        _must(run, [engine, 'rm', '--'] + ids, 'Removing the collection\'s exited containers')
+    out['removed'].extend('%s container %s' % (engine, i) for i in ids)
+
+
+def remove(record_path, record, run, check_mode):
+    """Remove what the collection made to run the server of RECORD (the record at RECORD_PATH), once it is stopped:
+    its systemd unit file, where gpuops.host wrote it (disabled, removed, systemd reloaded); the exited containers
+    that the collection started with the record's engine (its label); the run directories of secret files
+    (``runs`` beside the record), the PID file and the record itself. Never a dump, a log or the run history. In
+    CHECK_MODE, only what would go. ``removed`` (paths, containers) and ``kept`` (what was left, and why);
+    StartFailed where a command failed."""
+    out = {'removed': [], 'kept': []}
+    supervisor = record.get('supervisor')
+    if supervisor == 'systemd' and record.get('unit'):
+        _remove_unit(record, run, check_mode, out)
+    elif supervisor in ('docker', 'podman'):
+        _remove_containers(supervisor, run, check_mode, out)
+    state_dir = os.path.dirname(record_path)
+    runs = os.path.join(state_dir, 'runs')
+    if os.path.isdir(runs) and not os.path.islink(runs):
+        out['removed'].extend(records.prune(runs, ()) if not check_mode else
+                              [os.path.join(runs, name) for name in sorted(os.listdir(runs))])
+        out['removed'].append(runs)
+        if not check_mode:
+            os.rmdir(runs)
+    for path in (os.path.join(state_dir, 'server.pid'), record_path):
+        if os.path.lexists(path):
+            out['removed'].append(path)
+            if not check_mode:
+                os.unlink(path)
+    return out

@@ -55,7 +55,8 @@ attributes:
     support: none
     details:
       - O(state=started) restarts the server each time it runs - the plan of M(gpuops.host.sglang_server_info) says
-        whether the node needs that; O(state=stopped) changes nothing where no server runs.
+        whether the node needs that; O(state=stopped) changes nothing where no server runs, O(state=absent) nothing
+        where nothing is left to remove either.
 options:
   state:
     description:
@@ -65,8 +66,14 @@ options:
         record written (O(record)), in this order and in one call. Whether the node needs that is the plan of
         M(gpuops.host.sglang_server_info), which compares the running server with the desired one.
       - V(stopped) - no SGLang server of the node runs (O(stop)).
+      - V(absent) - no SGLang server of the node runs (O(stop)), and what the collection made to run the recorded one
+        (the record of O(stop.record_path)) is gone - its systemd unit file where gpuops.host wrote it (disabled and
+        removed, systemd reloaded; a unit file of the team's own is left, and said in RV(kept)), the exited containers
+        the collection started with the record's engine (by their label C(gpuops.host.role=sglang_launch)), the run
+        directories of secret files (C(runs/) beside the record), the PID file and the record itself. Never a dump
+        directory, a log or the run history (C(runs.jsonl)).
     type: str
-    choices: [started, stopped]
+    choices: [started, stopped, absent]
     default: started
   command:
     description:
@@ -197,7 +204,9 @@ options:
     description: The content of O(run_dir)'s C(server.env), the server's environment; never logged. Unset, none is written.
     type: str
   url:
-    description: Base URL of the new server, where it answers once ready (RV(listener) checks that it is its own).
+    description:
+      - Base URL of the new server, where it answers once ready (RV(listener) checks that it is its own).
+      - Required with O(state=started), with O(start), unless O(relaunch) is set.
     type: str
   path:
     description: The path that answers 200 once the server is ready (C(/health_generate) runs a generation).
@@ -369,6 +378,9 @@ options:
       timeout:
         description:
           - Seconds each server's drain may take.
+          - For a node of rank 1 or more of a multi-node server (C(--node-rank)), which has no requests of its own and
+            ends with its rank 0's shutdown, the seconds its stop waits while its rank 0 still runs - while its tree
+            holds its connection to rank 0's store at C(--dist-init-addr). Rank 0 gone, it is stopped at once.
         type: float
         default: 600
       interval:
@@ -385,7 +397,8 @@ options:
       force:
         description:
           - When requests are still in flight after O(stop.timeout), abort them and succeed
-            with a warning and C(lost), instead of failing.
+            with a warning and C(lost), instead of failing; a node of rank 1 or more whose rank 0 still runs after
+            O(stop.timeout) is stopped all the same.
         type: bool
         default: false
       stop_timeout:
@@ -565,6 +578,14 @@ options:
             description: Take the lock for the stop and release it after (V(true)), or check that O(stop.lock.run) holds it (V(false)).
             type: bool
             default: false
+          release:
+            description:
+              - With O(stop.lock.take=false), release the lock that O(stop.lock.run) holds once the call succeeded -
+                for O(state=started) once the new server is recorded, so that the run needs no call of its own to
+                release it (RV(lock)). A failed call keeps it, for the run's own release. A lock that cannot be
+                released is warned of.
+            type: bool
+            default: false
           path:
             description: host_lock's O(gpuops.host.host_lock#module:path).
             type: path
@@ -680,6 +701,23 @@ options:
         and says in RV(server_now) what the node runs now.
     type: bool
     default: false
+  relaunch:
+    description:
+      - With O(state=started), in place of O(start) and O(url), start the configuration of an earlier record again, as
+        O(rollback) does - as that record says it was started, from its own run directory of secret files, checked as
+        that record says it was checked (its O(checks), O(path) and GPUs) and recorded again at O(record.path) with
+        C(rolled_back_from). Nothing is stopped first - for the nodes of a multi-node server whose group failed, each
+        stopped already, that start together.
+      - A failure says so, with RV(rollback); nothing is stopped then either.
+    type: dict
+    suboptions:
+      record:
+        description: The record of the configuration (the node's record as it was before the failed launch).
+        type: dict
+        required: true
+      failed:
+        description: The marker of the failed launch that this start replaces (the record's C(rolled_back_from)).
+        type: str
 notes:
   - SGLang's C(--config) reader requires a C(.yaml) or C(.yml) file name.
 seealso:
@@ -700,6 +738,12 @@ EXAMPLES = r"""
       verify:
         expected_count: 8
   register: stopped
+
+- name: Stop every SGLang server of the node and remove what the collection made to run it (never a dump)
+  gpuops.host.sglang_server:
+    state: absent
+    stop:
+      record_path: /var/lib/gpuops/sglang/server.json
 
 - name: The same stop under the host lock, taken and released in the same call
   gpuops.host.sglang_server:
@@ -745,6 +789,21 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+removed:
+  description:
+    - With O(state=absent), what was removed (in check mode, what would be) - the unit file, the containers
+      (C(docker container ID)), each run directory and the record, by path.
+  returned: state is absent
+  type: list
+  elements: str
+  sample: [/etc/systemd/system/gpuops-sglang.service, /var/lib/gpuops/sglang/runs, /var/lib/gpuops/sglang/server.json]
+kept:
+  description:
+    - With O(state=absent), what was left, and why - a unit file that gpuops.host did not write.
+  returned: state is absent
+  type: list
+  elements: str
+  sample: ["the unit file /etc/systemd/system/team-sglang.service of team-sglang.service, which gpuops.host did not write"]
 server_now:
   description:
     - After a failed O(state=started), what the node runs now - V(rollback) (the previous configuration was started
@@ -782,7 +841,7 @@ summary:
       C(elsewhere), C(gateways), C(others) (PIDs), C(supervisors), C(supervised_stops), C(comes_back), C(runs),
       C(marker), C(in_flight), C(forced), C(lost) (null where a main process needed SIGKILL), C(killed), C(escalated),
       C(exited_on_their_own), C(seconds_to_clean), C(gpus_verified).
-  returned: state is stopped and the stop succeeded
+  returned: state is stopped or absent and the stop succeeded
   type: dict
   sample: {"servers": [4200], "lost": 0, "killed": [], "seconds_to_clean": 2.05, "gpus_verified": 8}
 said:
@@ -790,7 +849,7 @@ said:
     - one line for each thing a reader should know - how a unit or a container stopped its server, each
       extraction run cut or ended and what it holds, and what was left running (other users' servers, gateways, GPU
       holders, processes of other PID namespaces); in a failure, what was left running.
-  returned: state is stopped
+  returned: state is stopped or absent
   type: list
   elements: str
   sample: ["Left running: the SGLang Model Gateway, pid 3100 (user root) python -m sglang_router.launch_router, listening on TCP ports 30000"]
@@ -798,7 +857,7 @@ signalled:
   description:
     - whether the stop signalled anything (a supervised stop, or gpu_reap's escalation), in a failure too - from
       the first signal on the old server is not untouched. Always false in check mode.
-  returned: state is stopped
+  returned: state is stopped or absent
   type: bool
   sample: true
 reap:
@@ -806,14 +865,16 @@ reap:
     - the result of M(gpuops.host.gpu_reap) for what was left after the supervised stops - C(stopped) (each
       process with the signals it got), C(would_stop) in check mode, C(protected), C(foreign), C(other_namespaces),
       C(elapsed), and C(verify), the report of the wait until every GPU was clean - as that module returns them.
-  returned: state is stopped and the stop got that far
+  returned: state is stopped or absent and the stop got that far
   type: dict
   sample: {stopped: [{pid: 4200, signals: [SIGTERM]}], foreign: [], elapsed: 4.31, verify: {clean: true, count: 8}}
 lock:
   description:
     - With O(stop.lock) - the lock file, the record of the run that held it during the stop (C(owner)), the stale
       record that taking it replaced (C(taken_over)), and whether the stop released it (C(released)).
-  returned: state is stopped and stop.lock is set
+    - For O(state=started) with O(stop.lock.release), C(path) and whether the call released it once the new server was
+      recorded (C(released)).
+  returned: state is stopped or absent and stop.lock is set, or state is started and stop.lock.release is true
   type: dict
   sample: {path: /run/gpuops/lock.json, owner: {run: 20260101T000000Z-42}, taken_over: null, released: true}
 lock_lost:
@@ -832,12 +893,12 @@ holder:
 settled:
   description:
     - The watch for a server started again (C(respawned), C(polls), C(seconds)), where a server had a parent that may start it again; null where none had.
-  returned: state is stopped
+  returned: state is stopped or absent
   type: dict
   sample: {respawned: [], polls: 20, seconds: 2.0}
 servers:
   description: the servers running now, by main process.
-  returned: state is stopped
+  returned: state is stopped or absent
   type: list
   elements: dict
   contains:
@@ -895,7 +956,7 @@ servers:
   sample: []
 elsewhere:
   description: main processes of servers in another PID namespace or container, with the reason; not in RV(servers).
-  returned: state is stopped
+  returned: state is stopped or absent
   type: list
   elements: dict
   sample:
@@ -907,13 +968,13 @@ elsewhere:
       reason: "in another PID namespace (pid:[4026532712])"
 others:
   description: With O(stop.owners) - other users' servers, left alone, each with C(pid), C(user), C(cmdline) and C(ports).
-  returned: state is stopped
+  returned: state is stopped or absent
   type: list
   elements: dict
   sample: [{pid: 7300, user: bob, cmdline: python3 -m sglang.launch_server --port 31000, ports: [31000]}]
 supervised_stops:
   description: The stop - the servers stopped through their unit or container.
-  returned: state is stopped
+  returned: state is stopped or absent
   type: list
   elements: dict
   sample:
@@ -929,7 +990,7 @@ comes_back:
     - warnings about the servers that come back by themselves at the next boot or engine restart (an enabled
       unit that P(gpuops.host.sglang_launch#role) did not write, a container with restart policy C(always) or
       C(unless-stopped)), each with the command that disables it.
-  returned: state is stopped
+  returned: state is stopped or absent
   type: list
   elements: str
   sample:
@@ -940,7 +1001,7 @@ gateways:
   description:
     - the SGLang Model Gateways (PyPI C(sglang-router)) running beside the servers, never drained nor
       stopped by a server's stop (M(gpuops.host.gpu_reap) protects them, see its O(gpuops.host.gpu_reap#module:protect_gateways)).
-  returned: state is stopped
+  returned: state is stopped or absent
   type: list
   elements: dict
   contains:
@@ -975,19 +1036,19 @@ gateways:
   sample: [{pid: 5100, start: 881234, user: sglang, cmdline: sglang::router, ports: [8000, 29000], colaunched: []}]
 recorded:
   description: the entry of RV(servers) that is the recorded server, or null.
-  returned: state is stopped
+  returned: state is stopped or absent
   type: dict
   sample: {pid: 4200, url: "http://127.0.0.1:30000"}
 record:
   description: The record read from O(stop.record_path), empty when there is none.
-  returned: state is stopped
+  returned: state is stopped or absent
   type: dict
   sample: {marker: tuning-20260101T000000Z, pid: 4200}
 drains:
   description:
     - The drain of each server, in the order of RV(servers), each with the server's C(pid) and C(url), C(drained) (no
       request in flight at the end), C(in_flight), C(lost) (aborted with O(stop.force)), C(source) (C(metrics) or C(loads)) and C(seconds).
-  returned: state is stopped
+  returned: state is stopped or absent
   type: list
   elements: dict
   sample: [{pid: 4200, url: "http://127.0.0.1:30000", drained: true, in_flight: 0, lost: 0, source: loads}]
@@ -1003,7 +1064,7 @@ runs:
       V(crashed) (the recorded server was found gone, and this run is added), null where the server still runs (a stop
       that failed); C(manifest) (the path of the manifest completed, the recorded run's only; null in check mode);
       C(manifest_error) where it could not be written (a warning says so too).
-  returned: state is stopped
+  returned: state is stopped or absent
   type: list
   elements: dict
   sample: [{pid: 4200, marker: extraction-20261201T000000Z-node1-3f9a2c1b, path: /data/hs_dumps/extraction-20261201T000000Z-node1-3f9a2c1b,
@@ -1014,7 +1075,7 @@ undrained:
   description:
     - The servers sent nothing, neither drained nor given O(stop.api_key), each with C(pid),
       C(user), C(url), C(reason) and C(strangers) (the processes outside its tree that hold its port).
-  returned: state is stopped
+  returned: state is stopped or absent
   type: list
   elements: dict
   sample: [{pid: 5100, user: nobody, url: "http://127.0.0.1:4444", strangers: [],
@@ -1249,6 +1310,7 @@ def argument_spec():
                 enable=dict(type='bool', default=False),
                 migrate=dict(type='dict'))))),
         rollback=dict(type='bool', default=False),
+        relaunch=dict(type='dict', options=dict(record=dict(type='dict', required=True), failed=dict(type='str'))),
         record=dict(type='dict', options=dict(
             path=dict(type='path', required=True),
             fields=dict(type='dict', required=True),
@@ -1264,7 +1326,8 @@ def argument_spec():
 def main():
     module = AnsibleModule(
         argument_spec=argument_spec(),
-        required_if=[('state', 'started', ('url', 'start')), ('state', 'stopped', ('stop',))],
+        required_if=[('state', 'stopped', ('stop',)), ('state', 'absent', ('stop',))],
+        mutually_exclusive=[('relaunch', 'start'), ('relaunch', 'stop')],
         supports_check_mode=True,
     )
     p = module.params

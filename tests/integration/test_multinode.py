@@ -12,6 +12,8 @@ come from it (sglang_launch_multinode_group)."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -149,5 +151,73 @@ def test_a_node_that_fails_its_checks_fails_the_group_and_every_node_is_stopped(
     assert recap[pair.nodes[0].name]["failed"] == 1 and recap[pair.nodes[1].name]["failed"] == 1, run.output[-6000:]
     assert "node(s) %s of the multi-node server failed; this node was stopped with it" % pair.nodes[1].name \
         in run.words(), run.output[-6000:]
+    for node in pair.nodes:
+        assert node.main_pids() == [] and node.used_mib() == [0, 0], (node.name, node.sglang_procs())
+
+
+def test_a_group_that_fails_on_rank_1_with_the_rollback_asked_for_starts_its_previous_configuration_on_both(pair):
+    """Rank 1's new server fails its GPU check (it asks for more memory than the server takes); rank 0's passes. The
+    group fails: rank 0 is stopped, and both nodes start the serving configuration again together, each checked as
+    its record says it was (rank 1 as a worker: its schedulers alive on its GPUs)."""
+    run = pair.playbook("restart_serving.yml")
+    assert run.rc == 0, run.output[-6000:]
+    before = [node.record() for node in pair.nodes]
+    with open(pair.fleet.inventory) as f:
+        inventory = yaml.safe_load(f)
+    inventory["all"]["children"]["gpu_nodes"]["hosts"][pair.nodes[1].name]["sglang_launch_min_used_mib"] = 10 ** 7
+    with open(pair.fleet.inventory, "w") as f:
+        yaml.safe_dump(inventory, f)
+
+    run = pair.playbook("restart_extraction.yml", "-e", "sglang_launch_rollback=true")
+
+    assert run.rc != 0
+    words = run.words()
+    for record in before:
+        assert ("The previous configuration (%s) was started again on every node of the multi-node server and passed "
+                "its checks" % record["marker"]) in words, run.output[-6000:]
+    assert "node(s) %s of the multi-node server failed; this node was stopped with it" % pair.nodes[1].name in words
+    for node, record in zip(pair.nodes, before):
+        now = node.record()
+        assert (now["status"], now["marker"], now["mode"]) == ("ok", record["marker"], "serving"), now
+        assert now["rolled_back_from"].startswith("extraction-") and now["pid"] != record["pid"]
+        assert node.main_pids() == [now["pid"]]
+        assert all(mib > 1024 for mib in node.used_mib()), node.used_mib()
+    print(run.summary())
+
+
+# A /generate sent from inside a node's network namespace (rank 0's port is on its own address only): prints the
+# status and the tokens generated.
+GENERATE = """
+import json, sys, urllib.request
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+body = json.dumps({"text": "Explain tensor parallelism.", "sampling_params": {"max_new_tokens": int(sys.argv[2])}})
+request = urllib.request.Request(sys.argv[1] + "/generate", body.encode(), {"content-type": "application/json"})
+try:
+    with opener.open(request, timeout=300) as answer:
+        print(answer.status, json.loads(answer.read())["meta_info"]["completion_tokens"])
+except Exception as e:
+    print("error", e)
+"""
+
+
+def test_the_stop_of_a_group_stops_rank_0_first_and_its_requests_complete(pair):
+    """A request of about 6 s runs on rank 0 when the group's stop begins; the escalation would SIGKILL the worker 2 s
+    after its SIGTERM, which only logs on a node of rank 1 or more. Stopped then, the worker would leave rank 0's
+    request in its collectives. The worker waits until rank 0 is gone (drained, then its ShutdownReq): the request
+    completes, and both nodes end clean."""
+    run = pair.playbook("restart_serving.yml")
+    assert run.rc == 0, run.output[-6000:]
+    request = subprocess.Popen(["ip", "netns", "exec", pair.netns[0], sys.executable, "-c", GENERATE,
+                                "http://127.0.0.1:%d" % pair.port, "1200"], stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1)
+        stop = pair.playbook("stop_sglang.yml", "-e", "sglang_stop_term_timeout=2", "-e", "sglang_stop_drain_timeout=60")
+        answer = request.communicate(timeout=120)[0]
+    finally:
+        if request.poll() is None:
+            request.kill()
+            request.wait(30)
+    assert stop.rc == 0, stop.output[-6000:]
+    assert answer.split() == ["200", "1200"], answer
     for node in pair.nodes:
         assert node.main_pids() == [] and node.used_mib() == [0, 0], (node.name, node.sglang_procs())

@@ -67,6 +67,30 @@ def test_restart_to_extraction_drains_then_converges_with_no_change(node, fleet)
     assert "unchanged" in again.output[again.output.index("summary of the run"):]
 
 
+def test_a_stop_that_removes_takes_the_record_and_the_secret_files_and_keeps_the_dumps_and_the_history(node, fleet):
+    run = fleet.playbook("restart_extraction.yml")
+    assert run.rc == 0, run.output
+    record = node.record()
+    dumps = os.listdir(record["dump_dir"])
+    assert dumps and os.path.isdir(record["run_dir"])
+
+    check = fleet.playbook("stop_sglang.yml", "-e", "sglang_stop_remove=true", "--check")
+    assert check.rc == 0 and "Would remove what ran the recorded server: " in check.output, check.output
+    assert node.main_pids() == [record["pid"]] and node.record() == record
+
+    stop = fleet.playbook("stop_sglang.yml", "-e", "sglang_stop_remove=true")
+
+    assert stop.rc == 0, stop.output
+    assert node.main_pids() == []
+    assert "Removed what ran the recorded server: %s" % os.path.dirname(record["run_dir"]) in stop.output
+    # the record, the PID file and every run's secret files are gone; the run history, the log and the dumps stay
+    assert sorted(os.listdir(node.state_dir)) == ["runs.jsonl"]
+    assert sorted(os.listdir(record["dump_dir"])) == sorted(dumps) and os.path.exists(record["log"])
+
+    again = fleet.playbook("stop_sglang.yml", "-e", "sglang_stop_remove=true")
+    assert again.rc == 0 and again.recap()["node1"]["changed"] == 0, again.output
+
+
 def test_restart_to_tuning_reports_the_requested_values(node, fleet):
     old = node.serving()
 

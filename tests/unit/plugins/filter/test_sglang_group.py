@@ -102,3 +102,12 @@ def test_host_variables_that_set_a_rank_on_some_members_only_are_refused(host_va
     hostvars = {'gpu-a': host_vars({'sglang_launch_node_rank': 1}), 'gpu-b': host_vars({'sglang_launch_node_rank': None})}
     with pytest.raises(AnsibleFilterError, match='sglang_launch_node_rank is set on gpu-a but not on gpu-b of the group glm5'):
         sglang_group(options(hostvars=hostvars))
+
+
+def test_the_group_failure_filter_takes_the_role_s_values_and_refuses_others():
+    from ansible_collections.gpuops.host.plugins.filter.sglang_group_failure import sglang_group_failure
+    out = sglang_group_failure({'status': 'launched', 'pid': 4200}, ['gpu-b'], None, None)
+    assert (out['server'], out['pid'], out['rollback']) == ('none', None, None)
+    assert out['message'] == 'node(s) gpu-b of the multi-node server failed; this node was stopped with it.'
+    with pytest.raises(AnsibleFilterError):
+        sglang_group_failure('failed', ['gpu-b'])

@@ -27,6 +27,7 @@ class Deps:
         self.check_mode = check_mode
         self.clock = lambda: 0.0
         self.wall_clock = lambda: 1796440000.7
+        self.run = lambda argv, environ: (0, '', '')
 
 
 IDENTITY = {'mode': 'serving', 'argv': ['/opt/sglang/bin/python', '-m', 'sglang.launch_server', '--port', '30000'],
@@ -114,7 +115,7 @@ def test_started_runs_ready_after_the_run_directory_with_its_timeline(steps, tmp
     calls = steps[0]
     result = converging.converge(params(tmp_path), Deps())
     assert [(name, check_mode) for name, p, check_mode in calls] == [('ready', False)]
-    assert calls[0][1]['stop']['lock'] == {'path': '/run/gpuops.lock', 'take': False}
+    assert calls[0][1]['stop']['lock'] == {'path': '/run/gpuops.lock', 'take': False, 'release': False}
     assert result['actions'] == [{'action': 'wait', 'path': '/health', 'ready': True, 'seconds': 0.0}]
     assert (result['ready'], result['pid'], result['changed']) == (True, 4200, True)
 
@@ -132,7 +133,7 @@ def test_a_failure_carries_the_actions_and_the_diff(steps, tmp_path):
     assert r['actions'] == [{'action': 'wait', 'path': '/health', 'ready': False, 'seconds': 0.0},
                             {'action': 'stop', 'of': 'the failed server', 'servers': [31, 32], 'seconds': 0.0}]
     stopped = steps[0][-1][1]
-    assert (stopped['force'], stopped['active_window'], stopped['timeout']) == (True, 0, 600)
+    assert (stopped['force'], stopped['active_window'], stopped['timeout']) == (True, 0, 0)
     assert r['diff']['before'] == config.render(IDENTITY) and r['diff']['after'] == config.render(NEW)
 
 
@@ -273,3 +274,85 @@ def test_check_mode_checks_the_directories_and_the_dump_directory_and_makes_noth
     assert result['actions'][0]['made'] == [str(tmp_path / 'state'), str(tmp_path / 'state' / 'runs')]
     assert isinstance(result['actions'][1]['free_gb'], float)
     assert sorted(os.listdir(str(tmp_path))) == ['dumps'] and os.listdir(str(tmp_path / 'dumps')) == []
+
+
+@pytest.mark.parametrize('fails', [False, True])
+def test_a_lock_to_release_goes_once_the_new_server_is_recorded_and_stays_after_a_failure(
+        steps, tmp_path, monkeypatch, fails):
+    released = []
+    monkeypatch.setattr(_sglang, 'release_lock', lambda options, deps: released.append(options) or
+                        {'path': options['path'], 'released': True})
+    lock = {'path': '/run/gpuops.lock', 'run': 'r-1', 'take': False, 'release': True}
+    p = params(tmp_path, stop=dict(params(tmp_path)['stop'], lock=lock), record=None)
+    if fails:
+        steps[1]['ready'] = True
+        with pytest.raises(_sglang.ActionFailed):
+            converging.converge(p, Deps())
+    else:
+        result = converging.converge(p, Deps())
+        assert result['lock'] == {'path': '/run/gpuops.lock', 'released': True}
+    # the stop checks the lock and keeps it: the release comes after the start, the wait and the record
+    assert steps[0][0][0] == 'ready' and steps[0][0][1]['stop']['lock'] == dict(lock, release=False)
+    assert released == ([] if fails else [lock])
+
+
+@pytest.mark.parametrize('check_mode', [False, True])
+def test_absent_stops_every_server_then_removes_what_ran_the_recorded_one(steps, tmp_path, check_mode):
+    recorded(tmp_path, 'ok')
+    (tmp_path / 'runs' / 'serving-1').mkdir(parents=True)
+    p = params(tmp_path, state='absent')
+    result = converging.converge(p, Deps(check_mode=check_mode))
+    assert [(name, mode) for name, q, mode in steps[0]] == [('stop', check_mode)]
+    assert [a['action'] for a in result['actions']] == ['stop', 'remove']
+    removed = [str(tmp_path / 'runs' / 'serving-1'), str(tmp_path / 'runs'), str(tmp_path / 'server.json')]
+    assert result['removed'] == removed and result['actions'][1]['removed'] == removed
+    assert result['changed'] is True
+    assert (tmp_path / 'server.json').exists() is check_mode
+
+
+def test_absent_where_nothing_is_left_changes_nothing(steps, tmp_path, monkeypatch):
+    monkeypatch.setattr(_sglang, 'stop', lambda p, deps: {'changed': False, 'servers': [], 'summary': {}})
+    result = converging.converge(params(tmp_path, state='absent'), Deps())
+    assert (result['changed'], result['removed'], result['kept']) == (False, [], [])
+
+
+def test_absent_whose_stop_fails_removes_nothing(steps, tmp_path):
+    recorded(tmp_path, 'ok')
+    steps[1]['stop'] = True
+    with pytest.raises(_sglang.ActionFailed) as e:
+        converging.converge(params(tmp_path, state='absent'), Deps())
+    assert e.value.msg == '2 request(s) still in flight'
+    assert (tmp_path / 'server.json').exists()
+
+
+def test_the_record_of_a_started_server_keeps_the_checks_it_passes_but_the_api_key(steps, tmp_path):
+    p = params(tmp_path)
+    p['checks'] = dict(p['checks'], api_key='sk-secret1')
+    converging.converge(p, Deps())
+    fields = steps[0][0][1]['record']['fields']
+    assert fields['checks'] == {'dump_dir': '/data/hs/run-1', 'expected_info': {'tp_size': 2}, 'gpus': [0, 1],
+                                'path': '/health'}
+    assert fields['identity'] == NEW
+
+
+@pytest.mark.parametrize('ok', [True, False])
+def test_relaunch_starts_the_record_s_configuration_again_and_stops_nothing(steps, tmp_path, monkeypatch, ok):
+    got = []
+
+    def rollback(p, deps, before, timeline, random_hex=None, failed=None):
+        got.append((before, failed))
+        return {'ok': ok, 'marker': before['marker'], 'pid': 4400 if ok else None, 'gpus_serving': [0, 1],
+                'message': None if ok else 'it exited'}
+
+    monkeypatch.setattr(converging.recovery, 'rollback', rollback)
+    record = {'status': 'ok', 'marker': 'serving-1'}
+    p = params(tmp_path, url=None, start=None, stop=None, relaunch={'record': record, 'failed': 'extraction-2'})
+    if ok:
+        result = converging.converge(p, Deps())
+        assert (result['changed'], result['pid'], result['rollback']['ok']) == (True, 4400, True)
+    else:
+        with pytest.raises(_sglang.ActionFailed) as e:
+            converging.converge(p, Deps())
+        assert e.value.msg == 'starting the configuration of serving-1 again failed: it exited'
+        assert e.value.result['rollback']['ok'] is False
+    assert got == [(record, 'extraction-2')] and steps[0] == []

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuops.host.plugins.module_utils._group import GroupError, group_plan, place, ranks
+from ansible_collections.gpuops.host.plugins.module_utils._group import GroupError, failure_outcome, group_plan, place, ranks
 
 MEMBERS = ['gpu-a', 'gpu-b', 'gpu-c']
 
@@ -158,3 +158,36 @@ def test_a_run_on_every_host_of_the_group_passes(changes):
 ], ids=['another-restarts', 'only-itself', 'none', 'restarts-anyway'])
 def test_a_node_restarts_where_another_node_of_its_group_does(plan, restarting, expected):
     assert group_plan(plan, 'gpu-a', restarting) == expected
+
+
+OWN = {'status': 'failed', 'server': 'none', 'pid': None, 'message': 'the SGLang server 4300 did not answer'}
+PASSED = {'status': 'launched', 'server': 'new', 'pid': 4200, 'message': None}
+BACK = {'changed': True, 'rollback': {'ok': True, 'marker': 'serving-1', 'pid': 4400, 'message': None}}
+NOT_BACK = {'failed': True, 'msg': 'starting the configuration of serving-1 again failed: it exited',
+            'rollback': {'ok': False, 'marker': 'serving-1', 'pid': None, 'message': 'it exited'}}
+
+
+@pytest.mark.parametrize('result, failed, rolled_back, relaunch_failed, server, message', [
+    (PASSED, ['gpu-b'], None, [], 'none',
+     'node(s) gpu-b of the multi-node server failed; this node was stopped with it.'),
+    (OWN, [], None, [], 'none', 'the SGLang server 4300 did not answer'),
+    (PASSED, ['gpu-b'], BACK, [], 'rollback',
+     'node(s) gpu-b of the multi-node server failed; this node was stopped with it. The previous configuration '
+     '(serving-1) was started again on every node of the multi-node server and passed its checks: serving-1 serves '
+     'again.'),
+    (OWN, [], BACK, [], 'rollback',
+     'the SGLang server 4300 did not answer The previous configuration (serving-1) was started again on every node of '
+     'the multi-node server and passed its checks: serving-1 serves again.'),
+    # this node started it, another did not: every node is stopped again
+    (PASSED, ['gpu-b'], BACK, ['gpu-b'], 'none',
+     'node(s) gpu-b of the multi-node server failed; this node was stopped with it. The previous configuration could '
+     'not be started again on every node (gpu-b), so every node of the multi-node server was stopped again.'),
+    (OWN, [], NOT_BACK, ['gpu-b'], 'none',
+     'the SGLang server 4300 did not answer The previous configuration could not be started again on every node '
+     '(gpu-b): it exited, so every node of the multi-node server was stopped again.'),
+], ids=['peer-failed', 'own', 'peer-failed-rolled-back', 'own-rolled-back', 'peer-not-rolled-back', 'own-not-back'])
+def test_a_node_of_a_failed_group_says_what_it_runs_now(result, failed, rolled_back, relaunch_failed, server, message):
+    out = failure_outcome(result, failed, rolled_back, relaunch_failed)
+    assert (out['status'], out['server'], out['message']) == ('failed', server, message)
+    assert out['pid'] == (4400 if server == 'rollback' else None)
+    assert out['rollback'] == (rolled_back or {}).get('rollback')

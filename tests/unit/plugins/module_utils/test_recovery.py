@@ -22,8 +22,8 @@ from ansible_collections.gpuops.host.plugins.module_utils import _sglang
 from ansible_collections.gpuops.host.plugins.module_utils._dump_dir import DumpDir
 from ansible_collections.gpuops.host.plugins.module_utils._timeline import Timeline
 
-as_root = pytest.mark.skipif(os.geteuid() != 0, reason='the run directories and the dump directories are root\'s: '
-                                                        'needs root')
+as_root = pytest.mark.skipif(os.geteuid() != 0,
+                             reason='the run directories and the dump directories are root\'s: needs root')
 # the server's user and the dump group, whom the run directory of the dumps belongs to
 SERVER_UID, DUMP_GID = 1001, 2001
 SECRET = 'sk-live-4d9f2c71'
@@ -68,12 +68,13 @@ class Deps:
 def node(monkeypatch):
     """_sglang.stop, find and ready, each recorded in its Deps' calls with the parameters it got. NODE says what they
     answer: 'stop' and 'ready', an ActionFailed they raise; 'left', the PIDs of the SGLang servers find still sees."""
-    node = {'stop': None, 'ready': None, 'left': []}
+    node = {'left': []}
 
     def stop(p, deps):
         deps.calls.append(('stop', p))
-        if node['stop'] is not None:
-            raise node['stop']
+        failure = node.get('stop')
+        if isinstance(failure, Exception):
+            raise failure
         return {'changed': True, 'servers': [{'pid': PID}], 'summary': {'seconds_to_clean': 0.4, 'gpus_verified': 8}}
 
     def find(p, deps, record=None):
@@ -82,8 +83,9 @@ def node(monkeypatch):
 
     def ready(p, deps, actions=None):
         deps.calls.append(('ready', p))
-        if node['ready'] is not None:
-            raise node['ready']
+        failure = node.get('ready')
+        if isinstance(failure, Exception):
+            raise failure
         return {'changed': True, 'ready': True, 'pid': 5100, 'record_written': {'manifest_error': None}}
 
     monkeypatch.setattr(_sglang, 'stop', stop)
@@ -268,13 +270,13 @@ def test_a_failure_after_the_stop_is_recorded_and_its_server_stopped_by_force(no
     # the record: failed, and the last record that passed its checks as its previous
     assert read_json(tmp_path / 'server.json') == failed_record(p, before, PID, masked,
                                                                 before if status == 'ok' else older)
-    # the failed server's stop, forced and without an active window, the stop's other options kept
+    # the failed server's stop, forced, without a drain or an active window, the stop's other options kept
     assert [name for name, arg in deps.calls] == ['stop', 'find']
     stopping = deps.named('stop')[0]
     assert (stopping['force'], stopping['active_window'], stopping['timeout'], stopping['lock']) == \
-        (True, 0, 600, {'path': '/run/gpuops.lock', 'take': False})
-    assert (stopping['stop']['force'], stopping['stop']['active_window']) == (True, 0)
-    assert 'force' not in p['stop'] and 'active_window' not in p['stop']
+        (True, 0, 0, {'path': '/run/gpuops.lock', 'take': False})
+    assert (stopping['stop']['force'], stopping['stop']['active_window'], stopping['stop']['timeout']) == (True, 0, 0)
+    assert 'force' not in p['stop'] and 'active_window' not in p['stop'] and p['stop']['timeout'] == 600
     # the search for what is left, with the stop's selectors and the record
     found = deps.named('find')[0]
     assert found == {'presets': ['sglang'], 'patterns': ['my_server'], 'default_url': 'http://127.0.0.1:30000',
@@ -315,15 +317,18 @@ def test_a_failure_before_the_start_records_pid_0_and_stops_nothing(node, tmp_pa
     assert got.msg.endswith('its old server (run-1) was stopped and the new one (run-2) failed.')
 
 
-def test_without_a_record_or_a_history_nothing_is_written(node, tmp_path):
-    for p in (params(tmp_path, record=None), params(tmp_path, record=dict(params(tmp_path)['record'], history=None))):
-        deps = Deps()
-        got, timeline = recover(p, deps, {'stopped': STOPPED, 'pid': PID}, previous(tmp_path))
-        assert not os.path.lexists(str(tmp_path / 'history.jsonl'))
-        assert got.result['server_now'] == 'none' and got.result['launch']['status'] == 'failed'
-        assert deps.warnings == []
-    # the search's record is the stop's default then
-    assert deps.named('find')[0]['record_path'] == str(tmp_path / 'server.json')
+@pytest.mark.parametrize('record', [None, 'no history'])
+def test_without_a_record_or_a_history_nothing_is_written_there(node, tmp_path, record):
+    if record:
+        record = dict(params(tmp_path)['record'], history=None)
+    deps = Deps()
+    got, timeline = recover(params(tmp_path, record=record), deps, {'stopped': STOPPED, 'pid': PID}, previous(tmp_path))
+    assert os.path.lexists(str(tmp_path / 'server.json')) is bool(record)
+    assert not os.path.lexists(str(tmp_path / 'history.jsonl'))
+    assert got.result['server_now'] == 'none' and got.result['launch']['status'] == 'failed'
+    assert [name for name, arg in deps.calls] == ['stop', 'find'] and deps.warnings == []
+    # without a record, the new one has no marker to name
+    assert ('the new one (%s) failed' % ('run-2' if record else None)) in got.msg
 
 
 def test_a_record_or_history_that_cannot_be_written_is_a_warning(node, tmp_path):
@@ -340,13 +345,17 @@ def test_a_record_or_history_that_cannot_be_written_is_a_warning(node, tmp_path)
 
 
 def test_a_stop_that_failed_after_its_signal_counts_the_old_server_as_stopped(node, tmp_path):
-    p = params(tmp_path, rollback=True)
+    p = params(tmp_path)
     deps = Deps()
     result = {'stop_failed': True, 'signalled': True, 'lock_lost': False, 'ready': False, 'pid': None,
               'stopped': {'signalled': True}, 'said': []}
-    got, timeline = recover(p, deps, result, previous(tmp_path, relaunch=None), msg='3 request(s) still in flight')
-    assert read_json(tmp_path / 'server.json')['status'] == 'failed'
-    assert [name for name, arg in deps.calls] == ['find', 'ready'] or [name for name, arg in deps.calls] == ['find']
+    got, timeline = recover(p, deps, result, previous(tmp_path), msg='3 request(s) still in flight')
+    assert read_json(tmp_path / 'server.json') == failed_record(p, {}, 0, '3 request(s) still in flight',
+                                                                previous(tmp_path))
+    # nothing was started: nothing to stop, but what is left is searched for
+    assert [name for name, arg in deps.calls] == ['find']
+    assert got.msg == ('3 request(s) still in flight This node now runs NO SGLang server: its old server (run-1) was '
+                       'stopped and the new one (run-2) failed.')
     r = got.result
     assert (r['server_now'], r['changed']) == ('none', True)
     line = history(tmp_path)[0]
@@ -392,7 +401,6 @@ def test_a_failed_stop_of_the_failed_server_without_a_rollback_asked_for(node, t
     assert 'was not relaunched' not in got.msg
 
 
-@as_root
 def test_without_stop_options_the_failed_server_is_left_as_it_is(node, tmp_path):
     log = tmp_path / 'run-2.log'
     log.write_text('loading\nValueError: bad key %s\n' % SECRET)
@@ -418,8 +426,8 @@ def test_the_log_tail_of_the_failure_comes_first(node, tmp_path):
 
 @as_root
 @pytest.mark.parametrize('dumped, made, kept', [(False, True, False), (True, True, True), (False, False, True)])
-def test_the_run_directory_of_the_dumps_goes_only_where_this_call_made_it_and_it_is_empty(node, tmp_path, dumped, made,
-                                                                                         kept):
+def test_the_run_directory_of_the_dumps_goes_only_where_this_call_made_it_and_it_is_empty(node, tmp_path, dumped,
+                                                                                          made, kept):
     dumps = tmp_path / 'dumps'
     dumps.mkdir(mode=0o755)
     dump = {'root': str(dumps), 'name': 'run-2', 'owner': SERVER_UID, 'group': DUMP_GID, 'min_free_gb': 0.0}
@@ -543,8 +551,9 @@ def test_the_rollback_relaunches_the_previous_configuration_as_it_was_recorded(n
     assert before['relaunch'] == relaunch and (kind != 'systemd' or relaunch['unit']['migrate'] == {'from': 'old.service'})
     assert again['stop'] is None
     assert (again['url'], again['log_path']) == ('http://127.0.0.1:30001', '/var/log/sglang/run-1.log')
-    assert again['checks'] == dict(p['checks'], dump_dir=None, expected_info={'tp_size': 2}, gpus=[0, 1], api_key=None,
-                                   schedulers=0, probe=True)
+    # a record without the checks it passed (an earlier release's): this call's, with the record's GPUs and values
+    assert again['checks'] == dict(p['checks'], dump_dir=None, expected_info={'tp_size': 2}, gpus=[0, 1], api_key=None)
+    assert again['path'] == p['path']
     assert again['record'] == {'path': str(tmp_path / 'server.json'), 'dump_patterns': ['*.pt'],
                                'fields': dict(before, rolled_back_from='run-2', dump_dir=None)}
     r = got.result
@@ -559,6 +568,31 @@ def test_the_rollback_relaunches_the_previous_configuration_as_it_was_recorded(n
     assert (line['server'], line['gpus_serving'], line['rollback']) == ('rollback', [0, 1], r['rollback'])
     # the previous run's directory is its own, kept
     assert os.path.isfile(os.path.join(before['run_dir'], 'server.env'))
+
+
+def test_the_record_keeps_the_checks_a_server_passed_but_its_api_key():
+    checks = {'gpus': [0, 1], 'probe': False, 'schedulers': 2, 'api_key': 'sk-secret1', 'min_used_mib': 1024}
+    assert recovery.recorded_checks(checks, '/health') == {'gpus': [0, 1], 'probe': False, 'schedulers': 2,
+                                                           'min_used_mib': 1024, 'path': '/health'}
+
+
+@as_root
+def test_a_record_that_keeps_its_checks_is_checked_as_it_was_whatever_this_call_checks(node, tmp_path):
+    """A worker of a multi-node server: its record says /health, no probe, its schedulers on its GPUs; this call's own
+    checks (a probe, a stricter memory floor) are not the previous configuration's."""
+    kept = {'gpus': [0, 1], 'probe': False, 'schedulers': 2, 'min_used_mib': 1024, 'dump_dir': '/data/hs/old',
+            'path': '/health'}
+    before = previous(tmp_path, checks=kept)
+    run_dir(before['run_dir'])
+    deps = Deps()
+    p = params(tmp_path)
+    p['checks'] = dict(p['checks'] or {}, probe=True, schedulers=0, min_used_mib=10 ** 7)
+    back = recovery.rollback(p, deps, before, Timeline(deps.clock))
+    again = deps.named('ready')[0]
+    assert back['ok'] is True
+    assert again['checks'] == {'gpus': [0, 1], 'probe': False, 'schedulers': 2, 'min_used_mib': 1024,
+                               'dump_dir': None, 'api_key': None}
+    assert again['path'] == '/health'
 
 
 @as_root
@@ -589,9 +623,14 @@ def test_no_rollback_where_it_was_not_asked_for_or_has_nothing_to_start(node, tm
     ('process', "SGLANG_HS_DUMP_DIR='%s'"),
     ('systemd', 'SGLANG_HS_DUMP_DIR="%s"'),
 ])
-@pytest.mark.parametrize('env, at', [(ENV, 1), ('CUDA_VISIBLE_DEVICES=0,1\n', 1)])
+@pytest.mark.parametrize('env, expected', [
+    # the line that names the old directory replaced, the others kept
+    (ENV, 'CUDA_VISIBLE_DEVICES=0,1\n%s\nSGLANG_LOG_LEVEL=info\n'),
+    # none: added
+    ('CUDA_VISIBLE_DEVICES=0,1\n', 'CUDA_VISIBLE_DEVICES=0,1\n%s\n'),
+])
 def test_the_rollback_dumps_into_a_fresh_run_directory_beside_the_previous_one(node, tmp_path, supervisor, line, env,
-                                                                               at):
+                                                                               expected):
     # a dump root whose path needs quoting
     dumps = tmp_path / 'hs dumps'
     dumps.mkdir(mode=0o755)
@@ -611,14 +650,9 @@ def test_the_rollback_dumps_into_a_fresh_run_directory_beside_the_previous_one(n
     assert (stat.S_ISDIR(st.st_mode), st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == \
         (True, SERVER_UID, DUMP_GID, 0o2750)
     assert os.listdir(fresh) == [] and os.listdir(old) == ['earlier.pt']
-    lines = env.splitlines()
-    if at < len(lines) and lines[at].startswith('SGLANG_HS_DUMP_DIR='):
-        lines[at] = line % fresh
-    else:
-        lines.append(line % fresh)
     env_path = os.path.join(run, 'server.env')
     with open(env_path) as f:
-        assert f.read() == '\n'.join(lines) + '\n'
+        assert f.read() == expected % (line % fresh)
     st = os.lstat(env_path)
     assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == (0o600, 0, 0)
     again = deps.named('ready')[0]
@@ -667,13 +701,13 @@ def test_an_environment_file_that_cannot_be_rewritten_fails_the_rollback(node, t
     # the temporary file that the rewrite makes beside server.env cannot be made
     os.mkdir(os.path.join(run, 'server.env.%d.tmp' % os.getpid()))
     deps = Deps()
-    # BUG (_recovery._fresh_dump_dir): run_dirs.write raises _run_dir.RunDirError, which neither _fresh_dump_dir nor
-    # rollback catches (they catch DumpDirError, OSError and ActionFailed): it escapes recover, so the failure's
-    # report, server_now and the history's line are lost. Expected: a rollback that failed, with the reason.
+    # a rollback that failed, with the reason: the report, server_now and the history's line follow
     back = recovery.rollback(params(tmp_path), deps, before, Timeline(deps.clock), random_hex=lambda: 'deadbeef')
     assert (back['ok'], back['pid']) == (False, None)
     assert 'cannot write %s' % os.path.join(run, 'server.env') in back['message']
     assert deps.named('ready') == []
+    # and no orphan fresh directory
+    assert not os.path.lexists(str(dumps / 'run-1-rollback-deadbeef'))
 
 
 def refuse(tmp_path, case):
@@ -682,8 +716,8 @@ def refuse(tmp_path, case):
     path = before['run_dir']
     if case == 'another owner':
         run_dir(path, uid=SERVER_UID)
-        return before, 'The previous run directory %s is not root\'s alone (owner UID %d, mode 0750): ' % (path,
-                                                                                                            SERVER_UID)
+        return before, ('The previous run directory %s is not root\'s alone (owner UID %d, mode 0750): '
+                        % (path, SERVER_UID))
     if case == 'another group':
         run_dir(path, gid=DUMP_GID)
         # a group that cannot write it is no harm
@@ -783,10 +817,8 @@ def test_a_rollback_asked_for_without_a_record_to_write(node, tmp_path):
     before = previous(tmp_path)
     run_dir(before['run_dir'])
     deps = Deps()
-    # BUG (_recovery.rollback): it reads p['record']['path'] and p['record']['fields'] without checking that
-    # P['record'] is given, so recover raises TypeError ('NoneType' object is not subscriptable) instead of reporting
-    # the failure. Expected: no rollback attempted (nowhere to record it), or a rollback that failed with a reason;
-    # either way an ActionFailed with server_now.
+    # nowhere to record it: no rollback is attempted, and the report says why
     got, timeline = recover(params(tmp_path, rollback=True, record=None), deps, {'stopped': STOPPED, 'pid': PID}, before)
-    assert got.result['server_now'] in ('none', 'rollback')
-    assert got.result['rollback'] is None or got.result['rollback']['ok'] is False
+    assert got.result['server_now'] == 'none' and deps.named('ready') == []
+    assert got.result['rollback']['ok'] is False
+    assert 'The rollback failed too: no record (record.path) was given' in got.msg

@@ -345,8 +345,11 @@ def test_find_with_drain_sends_nothing_to_a_node_of_rank_1_or_more(two_servers, 
     assert [(s['pid'], s['node_rank']) for s in found['servers']] == [(100, 0), (200, 1), (300, 2)]
     assert (found['drains'][0]['pid'], found['drains'][0]['drained'], found['drains'][0]['source']) == (100, True, 'loads')
     worker = {'drained': True, 'in_flight': 0, 'lost': 0, 'source': 'node_rank', 'seconds': 0.0, 'readings': 0,
-              'serving': False, 'aborted': False, 'needs_api_key': False, 'error': None}
-    assert found['drains'][1:] == [dict(worker, pid=200, url='http://127.0.0.1:%d' % busy.server_address[1], node_rank=1),
+              'serving': False, 'aborted': False, 'needs_api_key': False, 'error': None, 'rank0': None}
+    # 200 holds no connection to its rank 0's store at 10.0.0.1:20000: rank 0 is gone, and it is stopped at once;
+    # 300 names no --dist-init-addr, so there is nothing to read
+    assert found['drains'][1:] == [dict(worker, pid=200, url='http://127.0.0.1:%d' % busy.server_address[1], node_rank=1,
+                                        readings=1, rank0='gone'),
                                    dict(worker, pid=300, url='http://127.0.0.1:1', node_rank=2)]
     assert found['undrained'] == []
     assert busy.keys == [] and idle.keys == [None, 'Bearer k-123456']
@@ -533,3 +536,68 @@ def test_a_device_named_as_the_config_file_is_never_opened(tmp_path):
     finally:
         os.open = real_open
     assert [flags & os.O_PATH for dummy, flags in seen] == [os.O_PATH], seen
+
+
+WORKER = ['python3', '-m', 'sglang.launch_server', '--model-path', '/m', '--port', '1', '--nnodes', '2', '--node-rank',
+          '1', '--dist-init-addr', '10.0.0.1:20000']
+
+
+@pytest.fixture
+def worker(tmp_path):
+    """Node rank 1 of a multi-node server (200) whose scheduler (201) holds its connection to rank 0's store at
+    10.0.0.1:20000 (0x4E20), established; a stranger's connection to another port 20000 on another host, held by no
+    process of the worker, is beside it. Returns the ProcFS and a function that ends the connection (rank 0 gone: the
+    kernel lists it CLOSE_WAIT, 08)."""
+    proc(tmp_path, 1, ['/sbin/init'], env={})
+    proc(tmp_path, 200, WORKER, env={}, sid=200)
+    proc(tmp_path, 201, [], title='sglang::scheduler_TP2', env={}, ppid=200, sid=200)
+    sockets(tmp_path, 201, 9001)
+    (tmp_path / 'net').mkdir()
+
+    def connection(state):
+        (tmp_path / 'net' / 'tcp').write_text(
+            TCP_HEADER + tcp_line('0200000A:C350', state, 9001, remote='0100000A:4E20')
+            + tcp_line('0200000A:C351', '01', 9002, remote='0300000A:4E20'))
+
+    connection('01')
+    return ProcFS(str(tmp_path)), lambda: connection('08')
+
+
+def test_a_worker_whose_rank_0_still_runs_is_not_stopped_before_it_unless_forced(worker):
+    procfs, dummy = worker
+    with pytest.raises(ActionFailed) as e:
+        find_and_drain(procfs, timeout=0.3)
+    assert e.value.msg.startswith('the SGLang server 200 is node 1 of a multi-node server whose rank 0 (its store at '
+                                  'port 20000) still runs after 0.')
+    assert e.value.msg.endswith("stopped before, it would leave rank 0's requests in flight; stop rank 0 first (a stop "
+                                "of the whole group does), or force the stop")
+    assert (e.value.result['signalled'], e.value.result['rank0']) == (False, 'running')
+    forced = find_and_drain(procfs, timeout=0.3, force=True)['drains'][0]
+    assert (forced['rank0'], forced['forced'], forced['seconds'] >= 0.3) == ('running', True, True)
+
+
+def test_a_worker_is_stopped_once_its_rank_0_is_gone(worker):
+    procfs, gone = worker
+    threading.Timer(0.3, gone).start()
+    drained = find_and_drain(procfs, timeout=10)['drains'][0]
+    assert (drained['rank0'], drained['drained']) == ('gone', True) and 'forced' not in drained
+    assert 0.25 <= drained['seconds'] < 5 and drained['readings'] >= 2
+
+
+def test_check_mode_reads_whether_rank_0_runs_and_waits_for_nothing(worker):
+    procfs, dummy = worker
+    params = dict({'drain': True, 'presets': ['sglang'], 'default_url': 'http://127.0.0.1:30000', 'timeout': 10,
+                   'interval': 0.1, 'request_timeout': 5, 'force': False})
+    drained = sglang.find(merged(params), Deps(procfs, run=None, check_mode=True))['drains'][0]
+    assert (drained['rank0'], drained['readings'], drained['seconds']) == ('running', 1, 0.0)
+
+
+@pytest.mark.parametrize('argv, port', [
+    (WORKER, 20000),
+    (['python3', '-m', 'sglang.launch_server', '--dist-init-addr=[fd00::1]:20001'], 20001),
+    (['python3', '-m', 'sglang.launch_server', '--dist-init-addr', 'head-0'], None),
+    (['python3', '-m', 'sglang.launch_server', '--dist-init-addr', ':20000'], None),
+    (['python3', '-m', 'sglang.launch_server'], None),
+])
+def test_the_port_of_rank_0_s_store_is_that_of_the_dist_init_addr(argv, port):
+    assert sprocs.dist_port_of(argv) == port

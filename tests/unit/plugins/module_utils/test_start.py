@@ -119,3 +119,77 @@ def test_a_container_is_named_for_the_wait(engine):
                        % engine):
         starts.start({'kind': engine, 'argv': [engine, 'run', '--detach'], 'container': 'c'},
                      Runner({(engine, 'run'): (125, '', 'Error: no such image\n')}))
+
+
+# -- remove: what the collection made to run the recorded server --
+
+def state_dir(tmp_path):
+    """A state directory as a launch leaves it: the record, the PID file, two runs' secret files, the run history."""
+    state = tmp_path / 'state'
+    for run in ('serving-1', 'tuning-2'):
+        (state / 'runs' / run).mkdir(parents=True)
+        (state / 'runs' / run / 'server.env').write_text('HF_TOKEN=hf_x\n')
+    (state / 'server.json').write_text('{}')
+    (state / 'server.pid').write_text('4242\n')
+    (state / 'runs.jsonl').write_text('{}\n')
+    return state
+
+
+@pytest.mark.parametrize('check_mode', [False, True])
+def test_a_unit_of_the_collection_is_disabled_and_removed_with_the_run_directories_and_the_record(tmp_path, check_mode):
+    state = state_dir(tmp_path)
+    unit_file = tmp_path / 'gpuops-sglang.service'
+    unit_file.write_text('# Managed by gpuops.host\n[Service]\n')
+    run = Runner({('systemctl', 'show'): (0, 'FragmentPath=%s\n' % unit_file, '')})
+    out = starts.remove(str(state / 'server.json'), {'supervisor': 'systemd', 'unit': 'gpuops-sglang'}, run, check_mode)
+    assert out['kept'] == []
+    assert out['removed'] == [str(unit_file), str(state / 'runs' / 'serving-1'), str(state / 'runs' / 'tuning-2'),
+                              str(state / 'runs'), str(state / 'server.pid'), str(state / 'server.json')]
+    if check_mode:
+        # only what would go: systemd is read, nothing is removed
+        assert run.calls == [['systemctl', 'show', '--property=FragmentPath', '--', 'gpuops-sglang.service']]
+        assert unit_file.exists() and (state / 'runs' / 'tuning-2' / 'server.env').exists()
+        assert (state / 'server.json').exists()
+    else:
+        assert run.calls[1:] == [['systemctl', 'disable', '--', 'gpuops-sglang.service'], ['systemctl', 'daemon-reload'],
+                                 ['systemctl', 'reset-failed', '--', 'gpuops-sglang.service']]
+        assert not unit_file.exists() and sorted(os.listdir(str(state))) == ['runs.jsonl']
+
+
+@pytest.mark.parametrize('planted', ['foreign', 'link'])
+def test_a_unit_file_the_collection_did_not_write_is_kept_and_said(tmp_path, planted):
+    state = state_dir(tmp_path)
+    unit_file = tmp_path / 'team-sglang.service'
+    ours = tmp_path / 'ours.service'
+    ours.write_text('# Managed by gpuops.host\n')
+    if planted == 'link':
+        unit_file.symlink_to(ours)
+    else:
+        unit_file.write_text('[Service]\nExecStart=/opt/team/serve\n')
+    run = Runner({('systemctl', 'show'): (0, 'FragmentPath=%s\n' % unit_file, '')})
+    out = starts.remove(str(state / 'server.json'), {'supervisor': 'systemd', 'unit': 'team-sglang.service'}, run, False)
+    assert out['kept'] == ['the unit file %s of team-sglang.service, which gpuops.host did not write' % unit_file]
+    assert os.path.lexists(str(unit_file)) and ours.exists()
+    assert [c[:2] for c in run.calls] == [['systemctl', 'show']]
+    assert str(state / 'server.json') in out['removed']
+
+
+@pytest.mark.parametrize('engine', ['docker', 'podman'])
+def test_the_collection_s_exited_containers_go_by_their_label(tmp_path, engine):
+    state = state_dir(tmp_path)
+    run = Runner({(engine, 'ps'): (0, 'a1b2\nc3d4\n', '')})
+    out = starts.remove(str(state / 'server.json'), {'supervisor': engine, 'container': 'gpuops-sglang-x'}, run, False)
+    assert run.calls == [[engine, 'ps', '--all', '--quiet', '--filter', 'label=gpuops.host.role=sglang_launch',
+                          '--filter', 'status=exited'], [engine, 'rm', '--', 'a1b2', 'c3d4']]
+    assert out['removed'][:2] == ['%s container a1b2' % engine, '%s container c3d4' % engine]
+
+
+def test_a_failed_removal_says_which_command_failed(tmp_path):
+    state = state_dir(tmp_path)
+    run = Runner({('docker', 'rm'): (1, '', 'Error: container a1b2 is running'), ('docker', 'ps'): (0, 'a1b2\n', '')})
+    with pytest.raises(starts.StartFailed) as e:
+        starts.remove(str(state / 'server.json'), {'supervisor': 'docker'}, run, False)
+    assert e.value.msg == ("Removing the collection's exited containers failed (docker rm -- a1b2, exit 1): Error: "
+                           "container a1b2 is running")
+    # nothing of the state directory went before it
+    assert (state / 'server.json').exists()

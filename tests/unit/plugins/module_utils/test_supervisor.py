@@ -259,3 +259,55 @@ def test_ready_fails_at_once_when_the_unit_failed_before_it_had_a_main_process()
                                  'exited, or never started (ActiveState=failed, SubState=failed, Result=exit-code)')
     assert failed.value.result['died'] is True and failed.value.result['pid'] is None
     assert len(run.calls) == 1
+
+
+# -- what the supervisor says of a server that failed while it started or loaded (failed_unit, failed_container) --
+
+SHOW_FAILED = 'ActiveState=failed\nSubState=failed\nResult=exit-code\nExecMainStatus=1\nNRestarts=3\n'
+
+
+def test_a_failed_unit_is_described_with_its_journal_since_its_start_and_stopped():
+    journal = ('2026-12-05T03:06:31+0000 node1 systemd[1]: Started x.service.\n'
+               '2026-12-05T03:06:39+0000 node1 python[4200]: ValueError: bad model\n')
+    run = Run([(['systemctl', 'show'], (0, SHOW_FAILED, '')), (['journalctl'], (0, journal, '')),
+               (['systemctl', 'stop'], (0, '', ''))])
+    state, lines = sup.failed_unit(run, 'x.service', 1796439990.9, 20)
+    assert run.calls == [
+        ['systemctl', 'show', '--property=ActiveState,SubState,Result,ExecMainStatus,NRestarts', '--', 'x.service'],
+        ['journalctl', '--unit=x.service', '--since=@1796439990', '--lines=20', '--no-pager', '--output=short-iso'],
+        # Restart= starts it no more
+        ['systemctl', 'stop', '--', 'x.service']]
+    assert state == 'ActiveState=failed SubState=failed Result=exit-code ExecMainStatus=1 NRestarts=3'
+    assert lines == journal.splitlines()
+
+
+def test_a_failed_unit_that_systemd_cannot_describe_is_stopped_all_the_same():
+    run = Run([(['systemctl', 'show'], (1, '', 'Failed to connect to bus: No such file or directory\n')),
+               (['journalctl'], (1, 'No journal files were found.\n', '')), (['systemctl', 'stop'], (5, '', 'x'))])
+    state, lines = sup.failed_unit(run, 'x.service', 7, 50)
+    assert state == 'Failed to connect to bus: No such file or directory'
+    assert lines == ['No journal files were found.']
+    assert [argv[:2] for argv in run.calls] == [['systemctl', 'show'], ['journalctl', '--unit=x.service'],
+                                                ['systemctl', 'stop']]
+
+
+@pytest.mark.parametrize('engine', ['docker', 'podman'])
+def test_a_failed_container_is_described_with_its_last_output(engine):
+    inspect = [{'Id': ID, 'State': {'Status': 'exited', 'ExitCode': 1, 'Error': '', 'Pid': 0}, 'RestartCount': 2}]
+    run = Run([([engine, 'inspect'], (0, json.dumps(inspect), '')),
+               ([engine, 'logs'], (0, 'loading\n', 'ValueError: bad model\n'))])
+    state, lines = sup.failed_container(run, engine, 'sglang-run-2', 30)
+    assert run.calls == [[engine, 'inspect', '--type', 'container', '--', 'sglang-run-2'],
+                         [engine, 'logs', '--tail', '30', '--', 'sglang-run-2']]
+    assert state == 'Status=exited ExitCode=1 Error= RestartCount=2'
+    # its stdout, then its stderr
+    assert lines == ['loading', 'ValueError: bad model']
+
+
+@pytest.mark.parametrize('inspect', [(1, '', 'Error: No such container: sglang-run-2\n'), (0, 'not json', ''),
+                                     (0, '[]', '')])
+def test_a_failed_container_that_the_engine_cannot_describe(inspect):
+    run = Run([(['docker', 'inspect'], inspect), (['docker', 'logs'], (1, '', 'Error: No such container\n'))])
+    state, lines = sup.failed_container(run, 'docker', 'sglang-run-2', 30)
+    assert state == 'Status=unknown ExitCode=unknown Error= RestartCount=0'
+    assert lines == ['Error: No such container'] and len(run.calls) == 2

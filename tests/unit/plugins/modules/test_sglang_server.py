@@ -263,8 +263,13 @@ def test_a_secret_argument_inside_command_is_refused_not_dropped(run_module, inf
 
 
 @pytest.mark.parametrize('args, message', [
-    ({}, 'state is started but all of the following are missing: url, start'),
+    ({}, 'state=started needs url and start, or relaunch'),
+    ({'url': 'http://x'}, 'state=started needs url and start, or relaunch'),
+    ({'relaunch': {'record': {'marker': 'm'}}},
+     'relaunch needs record (its path): the configuration started again is recorded'),
+    ({'relaunch': {'record': {}}, 'start': {'kind': 'process'}}, 'parameters are mutually exclusive: relaunch|start'),
     ({'state': 'stopped'}, 'state is stopped but all of the following are missing: stop'),
+    ({'state': 'absent'}, 'state is absent but all of the following are missing: stop'),
     ({'url': 'http://x', 'start': {'kind': 'process'}, 'command': {'config_file': True}},
      'command.config_file is true but command.config_path is not set'),
     ({'url': 'http://x', 'start': {'kind': 'process'}, 'timeout': float('nan')}, 'timeout must be 0 or more'),
