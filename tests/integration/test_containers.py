@@ -191,6 +191,16 @@ def test_a_rollback_in_a_container_starts_the_previous_configuration_again_and_c
     assert stop.rc == 0, stop.output[-5000:]
     assert node.used_mib() == [0, 0, 0, 0]
 
+    # the removal: the collection's containers (the rollback's, and the failed launch's), its secret files, its record
+    ours = ("ps", "--all", "--quiet", "--filter", "label=gpuops.host.role=sglang_launch")
+    assert len(engine.cli(*ours).stdout.split()) == 2, engine.cli("ps", "--all").stdout
+    removal = fleet.playbook("stop_sglang.yml", "-e", vars_file(tmp_path / "remove.json",
+                                                                dict(settings, sglang_stop_remove=True)))
+    assert removal.rc == 0, removal.output[-5000:]
+    assert engine.cli(*ours).stdout.split() == [], engine.cli("ps", "--all").stdout
+    assert sorted(os.listdir(node.state_dir)) == ["runs.jsonl"]
+    assert os.listdir(record["dump_dir"]) and os.listdir(previous["dump_dir"])
+
 
 def test_a_colon_in_a_path_that_a_container_server_mounts_is_refused_before_the_server_is_touched(node, fleet, tmp_path):
     """--volume SRC:DST splits at every colon: /models/kimi:v2 would mount /models/kimi at v2."""
