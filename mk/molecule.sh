@@ -6,8 +6,9 @@
 # Each scenario logs to LOGDIR/molecule-<scenario>.log and keeps its own exit status; this
 # prints one line per scenario as it ends (its time, its status), then the whole log of each
 # scenario that failed, and exits 1 when one did. Scenarios start in the order given: name
-# the longest first. Their containers have names of their own and no network (molecule/*/molecule.yml),
-# so scenarios running side by side share nothing but the image.
+# the longest first. Their containers have names of their own and no network (molecule/*/molecule.yml; multinode's
+# two share the host's, on ports below 15000 that nothing else here takes), so scenarios running side by side share
+# nothing but the image.
 #
 # Copyright: (c) 2026, gpuops maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
