@@ -240,8 +240,11 @@ def recover(p, deps, failure, before, made, timeline):
             with timeline.step('stop', of='the failed server') as entry:
                 # the launch's own server, which failed: its dumps (warm-up, readiness checks, probe) are no run, and
                 # it is not drained (a node of rank 1 or more does not wait for its rank 0 either)
-                cleanup = sglang.stop(sglang.stopping(dict(p, stop=dict(p['stop'], force=True, active_window=0,
-                                                                        timeout=0))), deps)
+                # the lock stays held: the run's own release, after the failure, is the one that frees it
+                lock = p['stop'].get('lock')
+                cleanup = sglang.stop(sglang.stopping(dict(p, stop=dict(
+                    p['stop'], force=True, active_window=0, timeout=0,
+                    lock=dict(lock, release=False) if lock else lock))), deps)
                 entry['servers'] = [s['pid'] for s in cleanup.get('servers') or []]
             result['cleanup'] = cleanup
         except sglang.ActionFailed as e:

@@ -274,9 +274,11 @@ def test_a_failure_after_the_stop_is_recorded_and_its_server_stopped_by_force(no
     assert [name for name, arg in deps.calls] == ['stop', 'find']
     stopping = deps.named('stop')[0]
     assert (stopping['force'], stopping['active_window'], stopping['timeout'], stopping['lock']) == \
-        (True, 0, 0, {'path': '/run/gpuops.lock', 'take': False})
+        (True, 0, 0, {'path': '/run/gpuops.lock', 'take': False, 'release': False})
     assert (stopping['stop']['force'], stopping['stop']['active_window'], stopping['stop']['timeout']) == (True, 0, 0)
     assert 'force' not in p['stop'] and 'active_window' not in p['stop'] and p['stop']['timeout'] == 600
+    # the failed server's stop keeps the lock that the run holds: the run's own release frees it, after the failure
+    assert 'release' not in p['stop']['lock']
     # the search for what is left, with the stop's selectors and the record
     found = deps.named('find')[0]
     assert found == {'presets': ['sglang'], 'patterns': ['my_server'], 'default_url': 'http://127.0.0.1:30000',
