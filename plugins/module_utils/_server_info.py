@@ -17,18 +17,17 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 
 from ansible_collections.gpuops.host.plugins.module_utils import _checks as checks
 from ansible_collections.gpuops.host.plugins.module_utils import _extraction as extraction
 from ansible_collections.gpuops.host.plugins.module_utils import _manifest as manifests
 from ansible_collections.gpuops.host.plugins.module_utils import _server_config as config
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang as sglang
-from ansible_collections.gpuops.host.plugins.module_utils import _procs as procs
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang_http as shttp
 from ansible_collections.gpuops.host.plugins.module_utils import _writers as writers
 from ansible_collections.gpuops.host.plugins.module_utils._dump_dir import DumpDir, DumpDirError
 from ansible_collections.gpuops.host.plugins.module_utils._nvml import NvmlError
+from ansible_collections.gpuops.host.plugins.module_utils._supervisor import unit_kind
 
 # A HuggingFace hub model ID (org/name), found in HF_HOME's cache; anything else is a path.
 HUB_ID = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+$')
@@ -170,31 +169,6 @@ def extraction_status(record, server, p, deps):
         if not server and manifest.get('ended') in manifests.ENDED and manifest['ended'] != 'running':
             out['state'] = manifest['ended']
     return out
-
-
-def unit_kind(path, mark, old_description):
-    """What the unit file PATH is to the collection: ``absent``; ``ours`` (a regular file of root's whose first line
-    starts with MARK, the header the collection writes); ``old`` (an earlier release's, the unit it migrates: a first
-    line that is a comment, and a line that matches the regular expression OLD_DESCRIPTION); ``foreign`` otherwise - a
-    team's own unit, a link (a masked unit's /dev/null), anything but a regular file of root's - never written over."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return 'absent'
-    except OSError:
-        return 'foreign'
-    if not stat.S_ISREG(st.st_mode):
-        return 'foreign'
-    read = procs.read_regular(path, owner=0)
-    if read is None:
-        return 'foreign'
-    text = read[1].decode('utf-8', 'replace')
-    first = text.split('\n', 1)[0]
-    if first.startswith(mark):
-        return 'ours'
-    if first.startswith('# ') and re.search(old_description, text, re.MULTILINE):
-        return 'old'
-    return 'foreign'
 
 
 def gpu_count(deps):

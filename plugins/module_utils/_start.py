@@ -108,21 +108,13 @@ def start(options, run):
 CONTAINER_LABEL = 'gpuops.host.role=sglang_launch'
 
 
-def _unit_file_ours(path):
-    try:
-        with open(path) as f:
-            return f.readline().startswith(supervisors.UNIT_HEADER)
-    except (IOError, OSError):
-        return False
-
-
 def _remove_unit(record, run, check_mode, out):
     name = record['unit'] if record['unit'].endswith('.service') else record['unit'] + '.service'
     rc, said, err = run(['systemctl', 'show', '--property=FragmentPath', '--', name], None)
     path = supervisors.parse_show(said).get('FragmentPath') if rc == 0 else None
     if not path:
         return
-    if os.path.islink(path) or not _unit_file_ours(path):
+    if supervisors.unit_kind(path, supervisors.UNIT_HEADER) != 'ours':
         out['kept'].append('the unit file %s of %s, which gpuops.host did not write' % (path, name))
         return
     out['removed'].append(path)

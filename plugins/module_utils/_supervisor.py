@@ -26,8 +26,11 @@ Cgroup paths (``/proc/PID/cgroup``, see cgroups(7)):
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 
+from ansible_collections.gpuops.host.plugins.module_utils import _procs as procs
 from ansible_collections.gpuops.host.plugins.module_utils._namespaces import container_of
 
 _SERVICE = re.compile(r'^(?P<unit>[^/]+\.service)$')
@@ -209,6 +212,32 @@ def _seconds(usec_text):
     for number, unit in re.findall(r'([0-9.]+)\s*(us|ms|min|s|h|d)', usec_text):
         total += float(number) * units[unit]
     return total if total else None
+
+
+def unit_kind(path, mark, old_description=None):
+    """What the unit file PATH is to the collection: ``absent``; ``ours`` (a regular file of root's whose first line
+    starts with MARK, the header the collection writes); ``old`` (an earlier release's, the unit it migrates: a first
+    line that is a comment, and a line that matches the regular expression OLD_DESCRIPTION, where given); ``foreign``
+    otherwise - a team's own unit, a link (a masked unit's /dev/null), anything but a regular file of root's - never
+    written over, nor removed."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return 'absent'
+    except OSError:
+        return 'foreign'
+    if not stat.S_ISREG(st.st_mode):
+        return 'foreign'
+    read = procs.read_regular(path, owner=0)
+    if read is None:
+        return 'foreign'
+    text = read[1].decode('utf-8', 'replace')
+    first = text.split('\n', 1)[0]
+    if first.startswith(mark):
+        return 'ours'
+    if old_description and first.startswith('# ') and re.search(old_description, text, re.MULTILINE):
+        return 'old'
+    return 'foreign'
 
 
 def read_unit(run, unit):

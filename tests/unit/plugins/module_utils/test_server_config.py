@@ -296,7 +296,7 @@ def test_a_link_that_resolves_to_a_path_with_a_colon_is_refused(tmp_path):
                    "something else than this path; rename it or choose another." % (tmp_path / 'kimi:v2', tmp_path / 'current'))
 
 
-# -- the unit files a launch under systemd writes over or migrates (_server_info.unit_kind) ------------------------
+# -- the unit files a launch under systemd writes over or migrates (_supervisor.unit_kind) ------------------------
 
 MARK = '# Managed by gpuops.host (sglang_launch)'
 OLD = r'^Description=SGLang server, [^ ]+ mode \(run [^)]+\)$'

@@ -156,7 +156,8 @@ def test_a_unit_of_the_collection_is_disabled_and_removed_with_the_run_directori
         assert not unit_file.exists() and sorted(os.listdir(str(state))) == ['runs.jsonl']
 
 
-@pytest.mark.parametrize('planted', ['foreign', 'link'])
+@pytest.mark.parametrize('planted', ['foreign', 'link', pytest.param('another user\'s', marks=pytest.mark.skipif(
+    os.geteuid() != 0, reason='chown needs root'))])
 def test_a_unit_file_the_collection_did_not_write_is_kept_and_said(tmp_path, planted):
     state = state_dir(tmp_path)
     unit_file = tmp_path / 'team-sglang.service'
@@ -164,8 +165,12 @@ def test_a_unit_file_the_collection_did_not_write_is_kept_and_said(tmp_path, pla
     ours.write_text('# Managed by gpuops.host\n')
     if planted == 'link':
         unit_file.symlink_to(ours)
-    else:
+    elif planted == 'foreign':
         unit_file.write_text('[Service]\nExecStart=/opt/team/serve\n')
+    else:
+        # the collection's header, in a file that is not root's: as the plan counts it, foreign
+        unit_file.write_text('# Managed by gpuops.host\n')
+        os.chown(str(unit_file), 4242, 4242)
     run = Runner({('systemctl', 'show'): (0, 'FragmentPath=%s\n' % unit_file, '')})
     out = starts.remove(str(state / 'server.json'), {'supervisor': 'systemd', 'unit': 'team-sglang.service'}, run, False)
     assert out['kept'] == ['the unit file %s of team-sglang.service, which gpuops.host did not write' % unit_file]
