@@ -101,8 +101,7 @@ def started(p, deps):
                 p = dict(p, record=dict(p['record'], fields=fields))
             lock = (p.get('stop') or {}).get('lock') or {}
             # a lock to release goes once the new server is recorded, not when the stop is done
-            result = sglang.ready(dict(p, stop=dict(p['stop'], lock=dict(lock, release=False))) if lock else p,
-                                  deps, timeline)
+            result = sglang.ready(dict(p, stop=sglang.keeping_lock(p['stop'])) if lock else p, deps, timeline)
             if lock.get('release') and not lock.get('take'):
                 result['lock'] = sglang.release_lock(lock, deps)
     except sglang.ActionFailed as e:
@@ -169,7 +168,7 @@ def relaunched(p, deps):
 def absent(p, deps):
     """The stop of every server (stopped), then the removal of what the collection made to run the recorded one
     (_start.remove): its unit file, its exited containers, its run directories of secret files and its record."""
-    path = p['stop'].get('record_path')
+    path = _record_path(p)
     before = recorded(p)
     found = stopped(p, deps)
     timeline = Timeline(deps.clock)

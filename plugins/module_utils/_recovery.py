@@ -231,27 +231,22 @@ def recover(p, deps, failure, before, made, timeline):
         except records.RecordError as e:
             deps.warn('the failed launch could not be recorded: %s' % e)
     stop_failure = None
+    tail = (result.get('log_tail') or sprocs.log_tail(p.get('log_path'), p.get('log_lines', 50), redact)) if pid else []
     if pid and p.get('stop') is None:
-        tail = result.get('log_tail') or sprocs.log_tail(p.get('log_path'), p.get('log_lines', 50), redact)
         stop_failure = 'no stop options (stop) were given, so the failed server %d was left as it is' % pid
     elif pid:
-        tail = result.get('log_tail') or sprocs.log_tail(p.get('log_path'), p.get('log_lines', 50), redact)
         try:
             with timeline.step('stop', of='the failed server') as entry:
                 # the launch's own server, which failed: its dumps (warm-up, readiness checks, probe) are no run, and
-                # it is not drained (a node of rank 1 or more does not wait for its rank 0 either)
-                # the lock stays held: the run's own release, after the failure, is the one that frees it
-                lock = p['stop'].get('lock')
-                cleanup = sglang.stop(sglang.stopping(dict(p, stop=dict(
-                    p['stop'], force=True, active_window=0, timeout=0,
-                    lock=dict(lock, release=False) if lock else lock))), deps)
+                # it is not drained (a node of rank 1 or more does not wait for its rank 0 either); the lock stays
+                # held: the run's own release, after the failure, is the one that frees it
+                cleanup = sglang.stop(sglang.stopping(dict(p, stop=sglang.keeping_lock(
+                    dict(p['stop'], force=True, active_window=0, timeout=0)))), deps)
                 entry['servers'] = [s['pid'] for s in cleanup.get('servers') or []]
             result['cleanup'] = cleanup
         except sglang.ActionFailed as e:
             stop_failure = redact(e.msg)
             result['cleanup'] = e.result
-    else:
-        tail = []
     if not result.get('unit_written') and remove_run_dir((p.get('run_dir') or {}).get('path'), before):
         result['removed_run_dir'] = p['run_dir']['path']
     dump = p.get('dump_dir')

@@ -494,6 +494,13 @@ def lock_options():
     return spec
 
 
+def keeping_lock(stop):
+    """The stop's options STOP with their lock kept held when the stop is done (``release`` off), for a stop within a
+    call that goes on after it: the call itself releases it, where it was asked to, once its work is done."""
+    lock = (stop or {}).get('lock')
+    return dict(stop, lock=dict(lock, release=False)) if lock else stop
+
+
 def release_lock(options, deps):
     """Release the host lock of OPTIONS (the stop's lock option), held by its run, once the call did its work: what
     the result reports of it (``path``, ``released``); a lock that cannot be released is warned of, and stays until
