@@ -163,38 +163,45 @@ def _tcp_address(hex_address):
     return socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, raw)
 
 
-def parse_tcp_listening(raw):
-    """``{inode: (local address, port)}`` of the sockets that /proc/net/tcp or tcp6 (RAW) lists as listening."""
-    found = {}
+TCP_ESTABLISHED = '01'  # the st column for a connection both ends hold open
+
+
+def _tcp_sockets(raw, state):
+    """``(inode, local address, remote address)`` of each socket that /proc/net/tcp or tcp6 (RAW) lists in STATE, its
+    addresses as the kernel prints them (``HEX:PORT``); a socket that no inode names, or a malformed line, is left
+    out."""
     for line in _text(raw).splitlines()[1:]:
         fields = line.split()
         # sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode ...
-        if len(fields) < 10 or fields[3] != TCP_LISTEN or fields[9] == '0':
+        if len(fields) < 10 or fields[3] != state or fields[9] == '0' or not fields[9].isdigit():
             continue
+        yield int(fields[9]), fields[1], fields[2]
+
+
+def _tcp_port(hex_address):
+    """The port of an address as /proc/net/tcp prints it (``0100007F:7918``); None where it is malformed."""
+    try:
+        return int(hex_address.rsplit(':', 1)[1], 16)
+    except (IndexError, ValueError):
+        return None
+
+
+def parse_tcp_listening(raw):
+    """``{inode: (local address, port)}`` of the sockets that /proc/net/tcp or tcp6 (RAW) lists as listening."""
+    found = {}
+    for inode, local, dummy in _tcp_sockets(raw, TCP_LISTEN):
+        port = _tcp_port(local)
         try:
-            address, hex_port = fields[1].rsplit(':', 1)
-            found[int(fields[9])] = (_tcp_address(address), int(hex_port, 16))
-        except (IndexError, ValueError):
+            if port is not None:
+                found[inode] = (_tcp_address(local.rsplit(':', 1)[0]), port)
+        except ValueError:
             continue
     return found
-
-
-TCP_ESTABLISHED = '01'  # the st column of /proc/net/tcp and tcp6 for a connection both ends hold open
 
 
 def parse_tcp_connected_to(raw, port):
     """Inodes of the sockets that /proc/net/tcp or tcp6 (RAW) lists as established connections to remote PORT."""
-    found = set()
-    for line in _text(raw).splitlines()[1:]:
-        fields = line.split()
-        if len(fields) < 10 or fields[3] != TCP_ESTABLISHED or fields[9] == '0':
-            continue
-        try:
-            if int(fields[2].rsplit(':', 1)[1], 16) == port:
-                found.add(int(fields[9]))
-        except (IndexError, ValueError):
-            continue
-    return found
+    return set(inode for inode, dummy, remote in _tcp_sockets(raw, TCP_ESTABLISHED) if _tcp_port(remote) == port)
 
 
 def parse_tcp_listen_addresses(raw, port):
@@ -331,26 +338,28 @@ class ProcFS:
                 pass
         return targets
 
+    def _tcp_tables(self):
+        """The text of /proc/net/tcp and tcp6 of this process's network namespace, each that can be read."""
+        for name in ('tcp', 'tcp6'):
+            try:
+                yield _read(os.path.join(self.root, 'net', name))
+            except (IOError, OSError):
+                pass  # no IPv6 in this kernel
+
     def tcp_listening(self):
         """``{inode: (local address, port)}`` of the TCP sockets (IPv4 and IPv6) listening in this process's network
         namespace."""
         found = {}
-        for name in ('tcp', 'tcp6'):
-            try:
-                found.update(parse_tcp_listening(_read(os.path.join(self.root, 'net', name))))
-            except (IOError, OSError):
-                pass  # no IPv6 in this kernel
+        for raw in self._tcp_tables():
+            found.update(parse_tcp_listening(raw))
         return found
 
     def tcp_connected_to(self, port):
         """Inodes of the established TCP connections (IPv4 and IPv6) to remote PORT in this process's network
         namespace."""
         found = set()
-        for name in ('tcp', 'tcp6'):
-            try:
-                found |= parse_tcp_connected_to(_read(os.path.join(self.root, 'net', name)), port)
-            except (IOError, OSError):
-                pass  # no IPv6 in this kernel
+        for raw in self._tcp_tables():
+            found |= parse_tcp_connected_to(raw, port)
         return found
 
     def tcp_listeners(self, port):
