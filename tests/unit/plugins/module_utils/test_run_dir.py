@@ -28,6 +28,16 @@ def owner_of(path):
     return st.st_uid, st.st_gid
 
 
+def planted_link(directory, name, text):
+    """A link at DIRECTORY/NAME to a file of mode 0644 holding TEXT, as another user plants one: (link, target)."""
+    target = directory / ('%s.target' % name)
+    target.write_text(text)
+    os.chmod(str(target), 0o644)
+    link = directory / name
+    os.symlink(str(target), str(link))
+    return link, target
+
+
 @pytest.fixture
 def umask():
     """A umask that would leave the group nothing: the modes are set, not left to it."""
@@ -69,11 +79,7 @@ def test_a_file_is_written_with_its_mode_and_owner(tmp_path, umask):
 
 
 def test_a_link_planted_at_a_file_s_name_is_replaced_and_its_target_untouched(tmp_path):
-    target = tmp_path / 'elsewhere'
-    target.write_text('the target\n')
-    os.chmod(str(target), 0o644)
-    path = tmp_path / 'secret-args.yaml'
-    os.symlink(str(target), str(path))
+    path, target = planted_link(tmp_path, 'secret-args.yaml', 'the target\n')
     run_dirs.write(str(path), 'api-key: sk-1234\n', os.getuid(), os.getgid())
     assert not path.is_symlink() and path.read_text() == 'api-key: sk-1234\n' and mode_of(path) == 0o600
     assert target.read_text() == 'the target\n' and mode_of(target) == 0o644
@@ -224,11 +230,7 @@ def test_the_log_file_is_made_0600_and_an_existing_one_keeps_its_lines(tmp_path)
 
 
 def test_a_link_at_the_log_file_is_refused_and_its_target_untouched(tmp_path):
-    target = tmp_path / 'target'
-    target.write_text('theirs\n')
-    os.chmod(str(target), 0o644)
-    link = tmp_path / 'server.log'
-    os.symlink(str(target), str(link))
+    link, target = planted_link(tmp_path, 'server.log', 'theirs\n')
     with pytest.raises(run_dirs.RunDirError, match='cannot open the server log'):
         run_dirs.log_file(str(link), check_mode=False)
     assert target.read_text() == 'theirs\n' and stat.S_IMODE(os.stat(str(target)).st_mode) == 0o644
