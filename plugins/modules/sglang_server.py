@@ -67,8 +67,9 @@ options:
         M(gpuops.host.sglang_server_info), which compares the running server with the desired one.
       - V(stopped) - no SGLang server of the node runs (O(stop)).
       - V(absent) - no SGLang server of the node runs (O(stop)), and what the collection made to run the recorded one
-        (the record of O(stop.record_path)) is gone - its systemd unit file where gpuops.host wrote it (disabled and
-        removed, systemd reloaded; a unit file of the team's own is left, and said in RV(kept)), the exited containers
+        (the record of O(record.path), else of O(stop.record_path)) is gone - its systemd unit file where gpuops.host
+        wrote it (disabled and removed, systemd reloaded; a unit file of the team's own, a link or a file that is not
+        root's is left, and said in RV(kept)), the exited containers
         the collection started with the record's engine (by their label C(gpuops.host.role=sglang_launch)), the run
         directories of secret files (C(runs/) beside the record), the PID file and the record itself. Never a dump
         directory, a log or the run history (C(runs.jsonl)).
