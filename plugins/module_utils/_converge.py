@@ -113,7 +113,8 @@ def started(p, deps):
 
 
 def _prepare(p, deps, timeline, made):
-    """Before anything is stopped: P's directories, a systemd unit's log file, then the run directory of the dumps
+    """Before anything is stopped: P's directories, a systemd unit's log file, a container engine's exited containers
+    of the collection's earlier runs, then the run directory of the dumps
     (``dump_made`` in MADE once it is made, so that a failure after it can remove it while it is empty)."""
     if p.get('directories'):
         with timeline.step('directories') as entry:
@@ -128,6 +129,15 @@ def _prepare(p, deps, timeline, made):
             try:
                 entry['made'] = run_dirs.log_file(p['log_path'], deps.check_mode)
             except run_dirs.RunDirError as e:
+                raise sglang.ActionFailed('%s; the running server was not touched' % e, {'signalled': False})
+    engine = (p.get('start') or {}).get('kind')
+    if engine in ('docker', 'podman'):
+        # so that this run's container name is free: the running server's container is not exited, and stays after
+        # its stop, with its output, until the next launch or a rollback
+        with timeline.step('old_containers') as entry:
+            try:
+                entry['removed'] = starts.remove_containers(engine, deps.run, deps.check_mode)
+            except starts.StartFailed as e:
                 raise sglang.ActionFailed('%s; the running server was not touched' % e, {'signalled': False})
     dump = p.get('dump_dir')
     if dump:

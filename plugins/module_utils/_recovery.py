@@ -71,7 +71,7 @@ def supervisor_said(p, deps, result, msg, redact):
 def failed_record(fields, pid, error, before, now):
     """The record of a failed launch (FIELDS: the record it would have written), so that no later run takes it for a
     good one; ``previous`` keeps the last record that passed its checks."""
-    keep = ('marker', 'mode', 'url', 'supervisor', 'unit', 'log', 'config_hash', 'argv')
+    keep = ('marker', 'mode', 'url', 'supervisor', 'unit', 'log', 'argv')
     record = dict((k, fields.get(k)) for k in keep)
     record.update(status='failed', pid=pid or 0, error=error, failed=records.iso(now),
                   previous=before if before.get('status') == 'ok' else before.get('previous'))

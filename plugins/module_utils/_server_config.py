@@ -19,6 +19,7 @@ import fnmatch
 import hashlib
 import json
 import os
+import re
 import shlex
 import stat
 
@@ -49,6 +50,10 @@ OBSERVED = ('sglang', 'dump_patch', 'model', 'image')
 CONTENT_PATTERNS = ('config.json', '*.index.json', 'generation_config.json')
 _CONTENT_LIMIT = 16 << 20
 _NAMED = 5
+
+
+# A HuggingFace hub model ID (org/name), found in HF_HOME's cache; anything else is a path.
+HUB_ID = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+$')
 
 
 def hub_snapshot(hf_home, model_id):

@@ -16,21 +16,19 @@ extraction_status). Nothing is signalled or written, and no lock is taken.
 from __future__ import annotations
 
 import os
-import re
 
 from ansible_collections.gpuops.host.plugins.module_utils import _checks as checks
 from ansible_collections.gpuops.host.plugins.module_utils import _extraction as extraction
 from ansible_collections.gpuops.host.plugins.module_utils import _manifest as manifests
+from ansible_collections.gpuops.host.plugins.module_utils import _owner as owners
 from ansible_collections.gpuops.host.plugins.module_utils import _server_config as config
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang as sglang
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang_http as shttp
 from ansible_collections.gpuops.host.plugins.module_utils import _writers as writers
 from ansible_collections.gpuops.host.plugins.module_utils._dump_dir import DumpDir, DumpDirError
 from ansible_collections.gpuops.host.plugins.module_utils._nvml import NvmlError
-from ansible_collections.gpuops.host.plugins.module_utils._supervisor import unit_kind
+from ansible_collections.gpuops.host.plugins.module_utils import _supervisor as supervisors
 
-# A HuggingFace hub model ID (org/name), found in HF_HOME's cache; anything else is a path.
-HUB_ID = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+$')
 # find's options that this module does not take: the record's server and every SGLang server of the node, read only.
 _FIND = dict(patterns=[], pids=[], owners=[], port=None, drain=False, stop_supervised=False, other_namespaces=False,
              default_url='http://127.0.0.1:30000')
@@ -39,7 +37,7 @@ _FIND = dict(patterns=[], pids=[], owners=[], port=None, drain=False, stop_super
 def model_of(p):
     """The fingerprint of P's model: its directory, or a hub ID's snapshot in P's hf_home."""
     path = p['model_path']
-    if HUB_ID.match(path):
+    if config.HUB_ID.match(path):
         snapshot = config.hub_snapshot(p.get('hf_home') or '', path)
         if snapshot is None:
             return {'path': path, 'missing': 'not in the cache under %s' % p.get('hf_home')}
@@ -107,17 +105,16 @@ def desired(p):
     return want
 
 
-def plan(record, down, before, after, restart, config_hash=None):
+def plan(record, down, before, after, restart):
     """Whether the server that RECORD names must (re)start to match AFTER: DOWN (why it does not serve, or None),
-    the identities BEFORE (recorded) and AFTER compared, RESTART asked. A record of an earlier release (no identity)
-    is compared by its CONFIG_HASH. ``(needs_restart, reasons, changes)``."""
+    the identities BEFORE (recorded) and AFTER compared, RESTART asked. A record of an earlier release, which keeps no
+    identity, counts as changed. ``(needs_restart, reasons, changes)``."""
     reasons = [down] if down else []
     if before:
         changes = config.compare(before, after)
     elif record:
-        same = config_hash is not None and record.get('config_hash') == config_hash
-        changes = [] if same else [{'field': 'config_hash', 'words': 'configuration: changed (recorded by an earlier '
-                                    'release, which names no fields)'}]
+        changes = [{'field': 'identity', 'words': 'configuration: changed (recorded by an earlier release, which names '
+                    'no fields)'}]
     else:
         changes = []
     reasons.extend(c['words'] for c in changes)
@@ -208,7 +205,7 @@ def refusals(options, p, deps):
     dump = options.get('dump_dir')
     if dump:
         try:
-            out['dump_dir'] = DumpDir(dump['root'], dump['name'], dump['owner'], dump['group']).create(
+            out['dump_dir'] = DumpDir(dump['root'], dump['name'], dump['owner'] or 0, dump['group'] or 0).create(
                 dump['min_free_gb'], check_mode=True)
         except (DumpDirError, OSError) as e:
             raise sglang.ActionFailed('%s. Refusing before the running server is touched.' % e,
@@ -273,6 +270,29 @@ def untrusted_mounts(found):
     return '; '.join(said) + '.' if said else None
 
 
+def foreign_unit(units, kinds):
+    """ActionFailed where the unit file a launch under systemd writes (UNITS' ``path``) is not the collection's, as
+    KINDS (unit_kind by path) reads it: a team's own unit, a link or another user's file is never written over."""
+    if units and kinds.get(units['path']) == 'foreign':
+        raise sglang.ActionFailed(
+            'The unit file %s was not written by gpuops.host (its first line is not \'%s\'), so it is not written '
+            'over: set sglang_launch_unit to another name for the collection\'s unit (default gpuops-sglang); '
+            'refusing before the running server is touched.' % (units['path'], units['mark']), {'unit_files': kinds})
+
+
+def missing_patch(p, now, checked):
+    """ActionFailed where P's mode dumps (``dump_patch``) but the installed SGLang, as NOW read it, has no file that
+    carries the patch: the server would run and silently dump nothing. A container image's is looked for by the
+    caller, in the image."""
+    patch = p.get('dump_patch')
+    if patch and not p.get('container') and not (now.get('dump_patch') or {}).get('files'):
+        raise sglang.ActionFailed(
+            'The installed SGLang (%s) does not carry the hidden-state dump patch: no file under %s contains \'%s\'. It '
+            'would run and silently dump nothing; refusing before the running server is touched.'
+            % ((checked or {}).get('package'), ', '.join(patch['paths']), patch['pattern']),
+            {'dump_patch': now.get('dump_patch')})
+
+
 def command_of(p):
     """P's command with the options it is checked with: P's environment, its secret arguments and environment."""
     return dict(p['command'], environment=p.get('environment') or {},
@@ -295,12 +315,19 @@ def info(p, deps):
     runs, and nothing else makes it restart: on SGLang /health generates a token, which a patched server in a dumping
     mode dumps into its run. A command whose names or logged options are refused is refused before anything is
     read."""
+    owner = None
+    if p.get('owner'):
+        try:
+            owner = owners.resolve(p['owner'])
+        except owners.UnknownOwner as e:
+            raise sglang.ActionFailed(str(e), {'owner': None})
+        p = owners.apply(p, owner)
     if p.get('command'):
         sglang.refuse_bad_command(command_of(p))
     record = sglang._record(p)
     found = sglang.find(dict(_FIND, **p), deps, record=record)
     server, down = _server(record, found, p)
-    result = {'record': record, 'server': server,
+    result = {'record': record, 'server': server, 'owner': owner,
               'servers': found['servers'], 'elsewhere': found['elsewhere'], 'others': found['others'],
               'gateways': found['gateways']}
     if p.get('extraction'):
@@ -318,20 +345,28 @@ def info(p, deps):
         result['command'] = checked
     if p.get('config') is None:
         return result
-    if p.get('unit_files'):
+    # a unit's settings count only under systemd
+    asked = p['config'].get('supervisor')
+    result['supervisor'] = supervisor = supervisors.chosen(asked, deps.procfs) if asked == 'auto' else asked
+    if supervisor != asked:
+        p = dict(p, config=dict(p['config'], supervisor=supervisor,
+                                unit=p['config'].get('unit') if supervisor == 'systemd' else None))
+    if p.get('unit_files') and supervisor == 'systemd':
         units = p['unit_files']
-        result['unit_files'] = dict((path, unit_kind(path, units['mark'], units['old_description']))
+        result['unit_files'] = dict((path, supervisors.unit_kind(path, units['mark'], units['old_description']))
                                     for path in (units['path'], units['old_path']))
     after = dict(desired(p), **observe(p, deps, checked))
     before = record.get('identity') or {}
-    needs, reasons, changes = plan(record, down, before, after, p.get('restart'), p.get('config_hash'))
+    needs, reasons, changes = plan(record, down, before, after, p.get('restart'))
     if not needs:
         server['health'], why = _health(record, p, deps)
         if why:
             needs, reasons, changes = plan(record, 'the recorded server (pid %s) does not answer /health: %s'
-                                           % (record.get('pid'), why), before, after, False, p.get('config_hash'))
+                                           % (record.get('pid'), why), before, after, False)
     if needs and p.get('refuse'):
         result['refusals'] = refusals(p['refuse'], p, deps)
+        foreign_unit(p.get('unit_files'), result.get('unit_files') or {})
+        missing_patch(p, after, checked)
     result.update(current=after, needs_restart=needs, reasons=reasons, changes=changes,
                   diff={'before_header': '%s (running)' % p['record_path'], 'after_header': 'desired',
                         'before': config.render(before) if server else '', 'after': config.render(after)})

@@ -131,13 +131,16 @@ def _remove_unit(record, run, check_mode, out):
     run(['systemctl', 'reset-failed', '--', name], None)
 
 
-def _remove_containers(engine, run, check_mode, out):
+def remove_containers(engine, run, check_mode):
+    """Remove the exited containers that the collection started with ENGINE (its label), so that a run's container
+    name is free again; a running one is never listed. In CHECK_MODE, only what would go. ``['ENGINE container ID',
+    ...]``; StartFailed where a command failed."""
     said = _must(run, [engine, 'ps', '--all', '--quiet', '--filter', 'label=' + CONTAINER_LABEL, '--filter',
                        'status=exited'], 'Listing the collection\'s exited containers')
     ids = said.split()
     if ids and not check_mode:
         _must(run, [engine, 'rm', '--'] + ids, 'Removing the collection\'s exited containers')
-    out['removed'].extend('%s container %s' % (engine, i) for i in ids)
+    return ['%s container %s' % (engine, i) for i in ids]
 
 
 def remove(record_path, record, run, check_mode):
@@ -152,7 +155,7 @@ def remove(record_path, record, run, check_mode):
     if supervisor == 'systemd' and record.get('unit'):
         _remove_unit(record, run, check_mode, out)
     elif supervisor in ('docker', 'podman'):
-        _remove_containers(supervisor, run, check_mode, out)
+        out['removed'].extend(remove_containers(supervisor, run, check_mode))
     state_dir = os.path.dirname(record_path)
     runs = os.path.join(state_dir, 'runs')
     if os.path.isdir(runs) and not os.path.islink(runs):

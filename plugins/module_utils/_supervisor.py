@@ -214,6 +214,15 @@ def _seconds(usec_text):
     return total if total else None
 
 
+def chosen(supervisor, procfs):
+    """The supervisor that SUPERVISOR names: for ``auto``, systemd where it is this node's init (PID 1's name, as
+    PROCFS reads it), else the process supervisor."""
+    if supervisor != 'auto':
+        return supervisor
+    init = procfs.stat(1)
+    return 'systemd' if init is not None and init.comm == 'systemd' else 'process'
+
+
 def unit_kind(path, mark, old_description=None):
     """What the unit file PATH is to the collection: ``absent``; ``ours`` (a regular file of root's whose first line
     starts with MARK, the header the collection writes); ``old`` (an earlier release's, the unit it migrates: a first

@@ -610,7 +610,8 @@ options:
         description:
           - How the server runs. V(process) - O(start.argv) starts it detached and prints its PID last; V(systemd) -
             the unit O(start.unit) is written and restarted; V(docker), V(podman) - O(start.argv) runs the container
-            O(start.container).
+            O(start.container), once the exited containers of the collection's earlier runs (its label,
+            C(gpuops.host.role=sglang_launch)) are removed, before the stop, so that the name is free.
         type: str
         required: true
         choices: [process, systemd, docker, podman]
@@ -1189,9 +1190,10 @@ check:
   sample: gpus
 actions:
   description:
-    - What the call did, in order, each step with C(action) (V(run_dir), V(stop), V(start), V(wait), V(check) with
-      C(check), V(record)), its C(seconds) and what it found (C(servers) stopped, C(pid) started, C(files) written,
-      C(ready)); a step that failed has C(failed). In check mode the steps not taken have C(would). In a failure too.
+    - What the call did, in order, each step with C(action) (V(directories), V(log), V(old_containers), V(dump_dir),
+      V(run_dir), V(stop), V(start), V(wait), V(check) with C(check), V(record)), its C(seconds) and what it found
+      (C(removed) exited containers of the collection's earlier runs, C(servers) stopped, C(pid) started, C(files)
+      written, C(ready)); a step that failed has C(failed). In check mode the steps not taken have C(would). In a failure too.
   returned: always
   type: list
   elements: dict

@@ -48,12 +48,14 @@ options:
     description:
       - The desired configuration, as the C(sglang_launch) role renders it - C(mode), C(argv) (the command line,
         no secret on it), C(environment) (the variables that are no secret), C(supervisor), C(unit), C(container),
-        C(user), C(group), C(dumps), C(run_name). Compared with the record's C(identity) key by key.
+        C(user), C(group), C(dumps), C(run_name). Compared with the record's C(identity) key by key. A record of an
+        earlier release, which keeps no identity, counts as changed.
+      - With O(owner), its C(group), the GID of C(dumps) and the owner's C(HOME) and C(HF_HOME) in C(environment) are
+        this node's.
+      - A C(supervisor) of V(auto) is chosen here (RV(supervisor)) - V(systemd) where systemd is the node's init
+        (PID 1), else V(process) - and C(unit) then counts only under systemd, as O(unit_files) is read only then.
       - Without it, only the record and the servers are read.
     type: dict
-  config_hash:
-    description: The digest by which a record of an earlier release (which keeps no identity) is compared.
-    type: str
   secrets_digest:
     description:
       - A digest of the server's secret arguments and variables (C(sha256:...)), compared as a field of O(config).
@@ -73,8 +75,30 @@ options:
     type: list
     elements: path
     default: []
+  owner:
+    description:
+      - The server's user and groups by name, looked up on this node (RV(owner)); a name it does not know fails the
+        module before anything is read.
+      - Then the interpreter runs as that user and group (O(run_as)), with the user's C(HOME) and C(HF_HOME)
+        (C(~/.cache/huggingface)) in O(environment) and in O(config)'s where they set neither, O(hf_home) is the
+        environment's C(HF_HOME), and O(config)'s C(group) and dump group, the dump directory's owner and group, the
+        model's user and hub cache, and for a hub ID the cache that a container server mounts follow from it.
+    type: dict
+    suboptions:
+      user:
+        description: The server's user.
+        type: str
+        required: true
+      group:
+        description: The server's group; empty, the user's primary group.
+        type: str
+        default: ''
+      dump_group:
+        description: The group that reads the hidden-state dumps; empty, the server's group.
+        type: str
+        default: ''
   run_as:
-    description: The user that runs the interpreter (the server's), never root's code.
+    description: The user that runs the interpreter (the server's), never root's code. O(owner) sets it.
     type: dict
     suboptions:
       uid:
@@ -206,13 +230,11 @@ options:
             type: str
             required: true
           owner:
-            description: The server's user (UID), who may own the dump root.
+            description: The server's user (UID), who may own the dump root; unset, O(owner)'s, else root.
             type: int
-            default: 0
           group:
-            description: The dump group (GID).
+            description: The dump group (GID); unset, O(owner)'s, else root's.
             type: int
-            default: 0
           min_free_gb:
             description: The free space the dump root must have, in GB.
             type: float
@@ -220,6 +242,8 @@ options:
   unit_files:
     description:
       - With O(config), the unit files a launch under systemd would write over or migrate, read here (RV(unit_files)).
+      - With O(refuse), a restart under systemd whose unit file (O(unit_files.path)) the collection did not write - a
+        team's own unit, a link, another user's file - fails the module before anything is touched.
     type: dict
     suboptions:
       path:
@@ -316,7 +340,7 @@ EXAMPLES = r"""
   gpuops.host.sglang_server_info:
     record_path: /var/lib/gpuops/sglang/server.json
     python: /opt/sglang/venv/bin/python
-    run_as: {uid: 1001, gid: 1001}
+    owner: {user: sglang}
     model_path: /models/GLM-5
     config:
       mode: tuning
@@ -385,6 +409,36 @@ command:
           (M(gpuops.host.sglang_server)'s O(gpuops.host.sglang_server#module:command.config_keys)).
       type: dict
       sample: {}
+supervisor:
+  description: With O(config) - its C(supervisor), V(auto) chosen on this node (V(systemd) or V(process)).
+  returned: config is set
+  type: str
+  sample: systemd
+owner:
+  description: With O(owner) - the server's user and groups as this node knows them, and the environment that follows.
+  returned: owner is set
+  type: dict
+  contains:
+    user:
+      description: The user's name.
+      type: str
+    uid:
+      description: The user's UID.
+      type: int
+    gid:
+      description: The server's GID (O(owner.group)'s, else the user's primary group).
+      type: int
+    dump_gid:
+      description: The GID of the group that reads the dumps.
+      type: int
+    home:
+      description: The user's home directory.
+      type: str
+    environment:
+      description: The user's C(HOME) and C(HF_HOME), which the server's environment has unless it sets them.
+      type: dict
+  sample: {user: sglang, uid: 1001, gid: 1001, dump_gid: 1002, home: /home/sglang,
+           environment: {HOME: /home/sglang, HF_HOME: /home/sglang/.cache/huggingface}}
 record:
   description: The record as read; empty where there is none.
   returned: success
@@ -514,11 +568,13 @@ def main():
             record_path=dict(type='path', required=True),
             presets=dict(type='list', elements='str', default=['sglang']),
             config=dict(type='dict'),
-            config_hash=dict(type='str'),
             secrets_digest=dict(type='str', no_log=False),
             environment=dict(type='dict', default={}),
             python=dict(type='path', default='/usr/bin/python3'),
             pythonpath=dict(type='list', elements='path', default=[]),
+            owner=dict(type='dict', options=dict(user=dict(type='str', required=True),
+                                                 group=dict(type='str', default=''),
+                                                 dump_group=dict(type='str', default=''))),
             run_as=dict(type='dict', options=dict(uid=dict(type='int', required=True),
                                                   gid=dict(type='int', required=True))),
             container=dict(type='dict', options=dict(
@@ -536,8 +592,8 @@ def main():
                                                   model=dict(type='dict'), dump_dir=dict(type='dict', options=dict(
                                                       root=dict(type='path', required=True),
                                                       name=dict(type='str', required=True),
-                                                      owner=dict(type='int', default=0),
-                                                      group=dict(type='int', default=0),
+                                                      owner=dict(type='int'),
+                                                      group=dict(type='int'),
                                                       min_free_gb=dict(type='float', default=0))))),
             unit_files=dict(type='dict', options=dict(path=dict(type='path', required=True),
                                                       old_path=dict(type='path', required=True),
@@ -553,6 +609,7 @@ def main():
             rate_window=dict(type='float', default=600),
             dump_patterns=dict(type='list', elements='str', default=['*']),
         ),
+        mutually_exclusive=[('owner', 'run_as')],
         supports_check_mode=True,
     )
     if module.params['command'] and module.params['command']['config_file'] and not module.params['command']['config_path']:

@@ -276,6 +276,50 @@ def test_check_mode_checks_the_directories_and_the_dump_directory_and_makes_noth
     assert sorted(os.listdir(str(tmp_path))) == ['dumps'] and os.listdir(str(tmp_path / 'dumps')) == []
 
 
+class Engine:
+    """A container engine's CLI: its exited containers of the collection's label, each call recorded; RM answers
+    `rm`."""
+
+    def __init__(self, exited, rm=(0, '', '')):
+        self.calls, self.exited, self.rm = [], exited, rm
+
+    def __call__(self, argv, environ):
+        self.calls.append(argv)
+        return (0, ''.join(c + '\n' for c in self.exited), '') if argv[1] == 'ps' else self.rm
+
+
+@pytest.mark.parametrize('engine', ['docker', 'podman'])
+@pytest.mark.parametrize('check_mode', [False, True])
+def test_a_container_start_frees_its_name_of_exited_containers_before_the_stop(steps, tmp_path, engine, check_mode):
+    deps = Deps(check_mode=check_mode)
+    deps.run = Engine(['a1b2', 'c3d4'])
+    p = params(tmp_path, start={'kind': engine, 'argv': [engine, 'run'], 'container': 'gpuops-sglang-run-2'})
+    result = converging.converge(p, deps)
+    step = result['actions'][0]
+    assert step['action'] == 'old_containers'
+    assert step['removed'] == ['%s container a1b2' % engine, '%s container c3d4' % engine]
+    assert [a[:2] for a in deps.run.calls] == [[engine, 'ps']] + ([] if check_mode else [[engine, 'rm']])
+    # before the stop (check mode) or the call that stops and starts
+    assert [name for name, q, dummy in steps[0]] == ['stop' if check_mode else 'ready']
+
+
+def test_a_container_that_cannot_be_removed_fails_before_the_server_is_touched(steps, tmp_path):
+    deps = Deps()
+    deps.run = Engine(['a1b2'], rm=(1, '', 'Error: container a1b2 is running'))
+    p = params(tmp_path, start={'kind': 'docker', 'argv': ['docker', 'run'], 'container': 'gpuops-sglang-run-2'})
+    with pytest.raises(_sglang.ActionFailed) as e:
+        converging.converge(p, deps)
+    assert e.value.msg.endswith('Error: container a1b2 is running; the running server was not touched')
+    assert e.value.result['signalled'] is False and steps[0] == []
+
+
+def test_a_process_or_a_unit_start_asks_no_engine(steps, tmp_path):
+    deps = Deps()
+    deps.run = Engine(['a1b2'])
+    converging.converge(params(tmp_path), deps)
+    assert deps.run.calls == []
+
+
 @pytest.mark.parametrize('fails', [False, True])
 def test_a_lock_to_release_goes_once_the_new_server_is_recorded_and_stays_after_a_failure(
         steps, tmp_path, monkeypatch, fails):

@@ -161,7 +161,7 @@ def history(tmp_path):
 def failed_record(p, before, pid, error, previous_record):
     """The record of the failed launch that recover writes, from P's record fields."""
     fields = p['record']['fields']
-    keep = dict((k, fields.get(k)) for k in ('marker', 'mode', 'url', 'supervisor', 'unit', 'log', 'config_hash', 'argv'))
+    keep = dict((k, fields.get(k)) for k in ('marker', 'mode', 'url', 'supervisor', 'unit', 'log', 'argv'))
     return dict(keep, status='failed', pid=pid, error=error, failed=WALL_ISO, previous=previous_record)
 
 

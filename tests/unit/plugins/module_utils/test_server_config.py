@@ -153,23 +153,22 @@ def test_the_diff_shows_the_command_line_one_flag_per_line_and_no_secret():
     assert config.render({}) == ''
 
 
-RECORD = {'status': 'ok', 'pid': 42, 'marker': 'serving-x', 'config_hash': 'h1'}
+RECORD = {'status': 'ok', 'pid': 42, 'marker': 'serving-x'}
 
 
-@pytest.mark.parametrize('record, down, before, restart, hash_, expected', [
-    (RECORD, None, identity(), False, None, (False, [])),
-    (RECORD, None, identity(), True, None, (True, ['a restart was asked for (restart)'])),
-    (RECORD, 'the recorded server (pid 42, run serving-x) does not run', identity(), False, None,
+@pytest.mark.parametrize('record, down, before, restart, expected', [
+    (RECORD, None, identity(), False, (False, [])),
+    (RECORD, None, identity(), True, (True, ['a restart was asked for (restart)'])),
+    (RECORD, 'the recorded server (pid 42, run serving-x) does not run', identity(), False,
      (True, ['the recorded server (pid 42, run serving-x) does not run'])),
-    (RECORD, None, identity(sglang='0.5.14'), False, None, (True, ['SGLang release: 0.5.14 -> 0.5.23'])),
-    # a record of an earlier release: its configuration hash decides
-    (RECORD, None, {}, False, 'h1', (False, [])),
-    (RECORD, None, {}, False, 'h2',
+    (RECORD, None, identity(sglang='0.5.14'), False, (True, ['SGLang release: 0.5.14 -> 0.5.23'])),
+    # a record of an earlier release, which keeps no identity (0.1.0's kept a hash of other fields): changed
+    (dict(RECORD, config_hash='h1'), None, {}, False,
      (True, ['configuration: changed (recorded by an earlier release, which names no fields)'])),
-    ({}, 'no server is recorded on this node (/x)', {}, False, None, (True, ['no server is recorded on this node (/x)'])),
+    ({}, 'no server is recorded on this node (/x)', {}, False, (True, ['no server is recorded on this node (/x)'])),
 ])
-def test_the_plan_restarts_for_every_reason_and_only_then(record, down, before, restart, hash_, expected):
-    needs, reasons, dummy = server_info.plan(record, down, before, identity(), restart, hash_)
+def test_the_plan_restarts_for_every_reason_and_only_then(record, down, before, restart, expected):
+    needs, reasons, dummy = server_info.plan(record, down, before, identity(), restart)
     assert (needs, reasons) == expected
 
 
@@ -202,7 +201,7 @@ def test_health_is_asked_only_where_it_decides_the_plan(monkeypatch, desired, re
     health = HealthCounter(answer)
     monkeypatch.setattr(server_info, '_health', health)
     config_ = dict((k, v) for k, v in desired.items() if k not in config.OBSERVED and k != 'secrets')
-    p = {'record_path': '/x/server.json', 'config': config_, 'restart': restart, 'config_hash': None,
+    p = {'record_path': '/x/server.json', 'config': config_, 'restart': restart,
          'secrets_digest': desired['secrets']}
     result = server_info.info(p, deps=None)
     assert (result['needs_restart'], result['reasons']) == expected
@@ -250,7 +249,7 @@ def test_the_plan_observes_the_release_of_the_command_s_check_and_info_returns_t
     monkeypatch.setattr(server_info.sglang, 'find', lambda p, deps, record=None: {
         'servers': [], 'elsewhere': [], 'others': [], 'gateways': [], 'recorded': None})
     p = {'record_path': '/x/server.json', 'python': PY, 'config': {'mode': 'serving'}, 'restart': False,
-         'config_hash': None, 'command': {'server_args': {'port': 30000}}}
+         'command': {'server_args': {'port': 30000}}}
     result = server_info.info(p, deps=None)
     assert result['command'] is CHECKED and result['current'] == {'mode': 'serving', 'sglang': '0.5.23'}
     assert 'command' not in server_info.info(dict(p, command=None, config=None), deps=None)
@@ -312,17 +311,17 @@ OLD = r'^Description=SGLang server, [^ ]+ mode \(run [^)]+\)$'
 def test_a_unit_file_is_told_by_its_header(tmp_path, content, kind):
     path = tmp_path / 'gpuops-sglang.service'
     path.write_text(content)
-    assert server_info.unit_kind(str(path), MARK, OLD) == kind
+    assert server_info.supervisors.unit_kind(str(path), MARK, OLD) == kind
 
 
 def test_an_absent_unit_a_link_and_another_user_s_file_are_told_apart(tmp_path):
-    assert server_info.unit_kind(str(tmp_path / 'none.service'), MARK, OLD) == 'absent'
+    assert server_info.supervisors.unit_kind(str(tmp_path / 'none.service'), MARK, OLD) == 'absent'
     os.symlink('/dev/null', str(tmp_path / 'masked.service'))          # a masked unit
-    assert server_info.unit_kind(str(tmp_path / 'masked.service'), MARK, OLD) == 'foreign'
+    assert server_info.supervisors.unit_kind(str(tmp_path / 'masked.service'), MARK, OLD) == 'foreign'
     theirs = tmp_path / 'theirs.service'
     theirs.write_text(MARK + '\n')
     os.chown(str(theirs), 4300, 4300)
-    assert server_info.unit_kind(str(theirs), MARK, OLD) == 'foreign'
+    assert server_info.supervisors.unit_kind(str(theirs), MARK, OLD) == 'foreign'
 
 
 # -- the refusals of a restart that the node cannot take (_server_info.refusals) -----------------------------------
@@ -429,3 +428,52 @@ def test_a_run_directory_of_the_dumps_that_already_exists_is_refused(tmp_path, k
     assert e.value.result == {'gpu_count': 4, 'path': str(there)}
     assert os.listdir(str(tmp_path / 'dumps')) == ['run-1'] and os.listdir(str(there)) == []
     assert there.is_symlink() == (kind == 'link')
+
+
+# -- what the plan refuses of a restart, beside _server_info.refusals ----------------------------------------------
+
+UNITS = {'path': '/etc/systemd/system/gpuops-sglang.service', 'old_path': '/etc/systemd/system/sglang.service',
+         'mark': MARK, 'old_description': OLD}
+
+
+@pytest.mark.parametrize('kind, refused', [('foreign', True), ('ours', False), ('absent', False), ('old', False)])
+def test_a_restart_never_writes_over_a_unit_file_the_collection_did_not_write(kind, refused):
+    kinds = {UNITS['path']: kind}
+    if not refused:
+        server_info.foreign_unit(UNITS, kinds)
+        return
+    with pytest.raises(server_info.sglang.ActionFailed) as e:
+        server_info.foreign_unit(UNITS, kinds)
+    assert e.value.msg.startswith('The unit file /etc/systemd/system/gpuops-sglang.service was not written by '
+                                  'gpuops.host (its first line is not \'%s\')' % MARK)
+    assert 'set sglang_launch_unit to another name' in e.value.msg and e.value.result == {'unit_files': kinds}
+
+
+def test_no_unit_file_is_looked_at_without_systemd():
+    server_info.foreign_unit(None, {})
+
+
+PATCH = {'paths': ['srt/models'], 'pattern': 'SGLANG_HS_DUMP_DIR'}
+
+
+@pytest.mark.parametrize('p, now, refused', [
+    ({'dump_patch': PATCH}, {'dump_patch': {'files': ['srt/models/glm4_moe.py'], 'digest': 'sha256:1'}}, False),
+    ({'dump_patch': PATCH}, {'dump_patch': {'files': [], 'digest': None}}, True),
+    # the release could not be read: no patch seen either
+    ({'dump_patch': PATCH}, {}, True),
+    # no dumping mode
+    ({}, {}, False),
+    # a container image's patch is looked for in the image
+    ({'dump_patch': PATCH, 'container': {'image': 'i'}}, {}, False),
+])
+def test_a_dumping_mode_needs_the_dump_patch(p, now, refused):
+    checked = {'package': '/opt/sglang/lib/python3.11/site-packages/sglang'}
+    if not refused:
+        server_info.missing_patch(p, now, checked)
+        return
+    with pytest.raises(server_info.sglang.ActionFailed) as e:
+        server_info.missing_patch(p, now, checked)
+    assert e.value.msg == (
+        'The installed SGLang (/opt/sglang/lib/python3.11/site-packages/sglang) does not carry the hidden-state dump '
+        'patch: no file under srt/models contains \'SGLANG_HS_DUMP_DIR\'. It would run and silently dump nothing; '
+        'refusing before the running server is touched.')

@@ -311,3 +311,43 @@ def test_a_failed_container_that_the_engine_cannot_describe(inspect):
     state, lines = sup.failed_container(run, 'docker', 'sglang-run-2', 30)
     assert state == 'Status=unknown ExitCode=unknown Error= RestartCount=0'
     assert lines == ['Error: No such container'] and len(run.calls) == 2
+
+
+def _proc_root(tmp_path, comm):
+    """A /proc of one process, PID 1, named COMM."""
+    (tmp_path / '1').mkdir()
+    (tmp_path / '1' / 'stat').write_text('1 (%s) S 0 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0' % comm)
+    return ProcFS(str(tmp_path))
+
+
+@pytest.mark.parametrize('asked, init, chosen', [
+    ('auto', 'systemd', 'systemd'),
+    # a container's init, or a node without systemd: the process supervisor
+    ('auto', 'tini', 'process'),
+    ('auto', None, 'process'),
+    # asked by name: PID 1 is not read
+    ('process', 'systemd', 'process'),
+    ('docker', None, 'docker'),
+])
+def test_auto_chooses_systemd_where_it_is_the_node_s_init(tmp_path, asked, init, chosen):
+    procfs = _proc_root(tmp_path, init) if init else ProcFS(str(tmp_path))
+    assert sup.chosen(asked, procfs) == chosen
+
+
+def test_the_plan_keeps_a_unit_s_settings_only_under_systemd(monkeypatch, tmp_path):
+    from ansible_collections.gpuops.host.plugins.module_utils import _server_info as server_info
+    monkeypatch.setattr(server_info.sglang, '_record', lambda p: {})
+    monkeypatch.setattr(server_info.sglang, 'find', lambda p, deps, record=None: {
+        'servers': [], 'elsewhere': [], 'others': [], 'gateways': [], 'recorded': None})
+    monkeypatch.setattr(server_info, 'observe', lambda p, deps, checked=None: {})
+    unit_files = {'path': str(tmp_path / 'gpuops-sglang.service'), 'old_path': str(tmp_path / 'sglang.service'),
+                  'mark': '# Managed by gpuops.host', 'old_description': '^Description=x$'}
+    for init, unit in (('systemd', {'name': 'gpuops-sglang'}), ('bash', None)):
+        (tmp_path / init).mkdir()
+        deps = _sglang.Deps(_proc_root(tmp_path / init, init), None)
+        result = server_info.info({'record_path': '/x/server.json', 'unit_files': unit_files,
+                                   'config': {'mode': 'serving', 'supervisor': 'auto',
+                                              'unit': {'name': 'gpuops-sglang'}}}, deps)
+        assert (result['supervisor'], result['current']['supervisor']) == (init if unit else 'process',) * 2
+        assert result['current']['unit'] == unit
+        assert ('unit_files' in result) == (unit is not None)
