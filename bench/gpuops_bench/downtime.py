@@ -57,19 +57,37 @@ def restart_under_load(fleet, node, tail, watch, think, old_log=None, playbook="
     downtime split as DEFINITION says, the old server's SIGTERM line taken from OLD_LOG (any source when None).
     The node must still run: the new server's start time is read from its /proc."""
     with tail, LoadGen(node.url, think=think) as load:
-        deadline = time.monotonic() + 30
-        while sum(ok for dummy, dummy2, ok in load.done) < 3 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        run = fleet.run(playbook, tag="restart")
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not (load.done and load.done[-1][2]
-                                                   and load.done[-1][1] > run["start"] + run["wall"]):
-            time.sleep(0.1)
+        run = run_loaded(fleet, playbook, load)
     sigterm, dummy = tail.first(SIGTERM_LINE, path=old_log)
-    free = next((t for t, clean in watch.events if clean and sigterm and t >= sigterm), None)
-    ready, ready_log = tail.first(READY_LINE, after=free) if free else (None, None)
     new = node.main_pids()
-    new_start = process_start(node.sandbox, new[-1]) if new else None
+    return split(run, load, tail, sigterm, gpus_free(watch, sigterm),
+                 process_start(node.sandbox, new[-1]) if new else None)
+
+
+def run_loaded(fleet, playbook, load):
+    """Run PLAYBOOK through FLEET once LOAD (a LoadGen, entered) has had three requests completed, then wait (30 s
+    at most) until one completes after the run's end; FLEET.run's result."""
+    deadline = time.monotonic() + 30
+    while sum(ok for dummy, dummy2, ok in load.done) < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    run = fleet.run(playbook, tag="restart")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (load.done and load.done[-1][2]
+                                               and load.done[-1][1] > run["start"] + run["wall"]):
+        time.sleep(0.1)
+    return run
+
+
+def gpus_free(watch, sigterm):
+    """When WATCH (a Watch) first saw every GPU of its node free at or after SIGTERM; None if never, or no SIGTERM."""
+    return next((t for t, clean in watch.events if clean and sigterm and t >= sigterm), None)
+
+
+def split(run, load, tail, sigterm, free, new_start):
+    """The downtime split as DEFINITION says, from the events of one restart: RUN (BenchFleet.run's result), LOAD
+    (the LoadGen, stopped), TAIL (the servers' lines), the old server's SIGTERM line, when the GPUs were free after
+    it, and when the new server's main process started; an "error" where one of them is missing or the run failed."""
+    ready, ready_log = tail.first(READY_LINE, after=free) if free else (None, None)
     load_read = tail.first(r"Load weight end\. elapsed=", after=free)[0] if free else None
     weight_s = None
     if load_read:

@@ -3,17 +3,19 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Fleet scaling with the controller as the only bottleneck: restart_extraction.yml over 1, 8, 16 and
 32 light nodes (one process per node: gpusim.lightnode), and Ansible settings compared on the
-largest fleet."""
+largest fleet; optionally an older commit of the collection run beside the working tree at every size."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import re
+import shutil
+import subprocess
 import threading
 
-from .common import RECOMMENDED_CFG, WORK, log, ratio, summary
-from .nodes import BenchFleet, BenchNode
+from .common import RECOMMENDED_CFG, REPO, WORK, collections_path, log, ratio, summary
+from .nodes import PLAYBOOKS, BenchFleet, BenchNode
 
 PLAYBOOK = "restart_serving.yml"
 # Settings compared against bench/ansible.cfg (forks 32, pipelining, gathering explicit), as
@@ -37,6 +39,65 @@ DEFINITION = (
     "(recommended) and overrides of it; 'defaults' = an empty ansible.cfg.")
 
 
+class Collection:
+    """A collections root whose gpuops.host is LABEL's, and the directory of that collection's playbooks."""
+
+    def __init__(self, label, root, playbooks, commit=None):
+        self.label, self.root, self.playbooks, self.commit = label, root, playbooks, commit
+
+    def env(self):
+        """What points ansible-playbook (and the Python it starts) at this collection."""
+        return {"ANSIBLE_COLLECTIONS_PATH": self.root, "PYTHONPATH": self.root}
+
+    def playbook(self, name):
+        return os.path.join(self.playbooks, name)
+
+
+def _git(*args):
+    out = subprocess.run(["git", "-C", REPO] + list(args), capture_output=True, text=True, check=False)
+    if out.returncode:
+        raise RuntimeError("git %s: %s" % (" ".join(args), out.stderr.strip()))
+    return out.stdout.strip()
+
+
+def _link(path, target):
+    """A symbolic link PATH -> TARGET, replacing whatever link was there."""
+    if os.path.islink(path) and os.readlink(path) == target:
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if os.path.lexists(path):
+        os.unlink(path)
+    os.symlink(target, path)
+
+
+def baseline(rev):
+    """The collection at git revision REV as a Collection: its tree exported once with `git archive` (the
+    repository's work tree, index and worktrees are left alone) to build/bench/baseline-<sha>/tree, and a
+    collections root beside it whose gpuops.host is that tree and whose other collections are links to those of
+    the working tree's root, so that only gpuops.host differs."""
+    commit = _git("rev-parse", "--verify", "--end-of-options", "%s^{commit}" % rev)
+    short = _git("rev-parse", "--short", commit)
+    base = os.path.join(WORK, "baseline-%s" % short)
+    tree = os.path.join(base, "tree")
+    if not os.path.isdir(tree):
+        partial = tree + ".partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        os.makedirs(partial)
+        archive = subprocess.Popen(["git", "-C", REPO, "archive", commit], stdout=subprocess.PIPE)
+        untar = subprocess.run(["tar", "-x", "-C", partial], stdin=archive.stdout, check=False)
+        archive.stdout.close()
+        if archive.wait() or untar.returncode:
+            raise RuntimeError("git archive %s | tar -x: rc %s, %s" % (rev, archive.returncode, untar.returncode))
+        os.rename(partial, tree)
+    current = os.path.join(collections_path(), "ansible_collections")
+    root = os.path.join(base, "collections")
+    for namespace in sorted(os.listdir(current)):
+        for name in sorted(os.listdir(os.path.join(current, namespace))):
+            target = tree if (namespace, name) == ("gpuops", "host") else os.path.join(current, namespace, name)
+            _link(os.path.join(root, "ansible_collections", namespace, name), target)
+    return Collection("baseline %s" % short, root, os.path.join(tree, "playbooks"), commit=commit)
+
+
 def _start_all(nodes):
     errors = []
 
@@ -55,14 +116,16 @@ def _start_all(nodes):
         raise RuntimeError("light servers did not start: %s" % "; ".join(errors)[:3000])
 
 
-def _one(fleet, n, setting, tag, seed):
+def _one(fleet, n, setting, tag, seed, collection=None):
     """One run; SEED changes the servers' arguments, so that every node restarts (the roles leave a server that
-    already runs with the requested configuration alone)."""
-    overrides = SETTINGS[setting]
+    already runs with the requested configuration alone). COLLECTION (a Collection): whose collection and
+    playbook run, with bench/ansible.cfg where SETTING is not one of SETTINGS; by default the working tree's."""
+    overrides = SETTINGS.get(setting, {})
     fleet.config = RECOMMENDED_CFG if overrides is not None else default_cfg()
-    fleet.extra_env = overrides or {}
+    fleet.extra_env = dict(overrides or {}, **(collection.env() if collection else {}))
     args = {"tp_size": fleet.nodes[0].gpus, "enable_metrics": True, "random_seed": seed}
-    result = fleet.run(PLAYBOOK, {"gpuops_canary": False, "sglang_launch_server_args": args}, tag=tag)
+    result = fleet.run(collection.playbook(PLAYBOOK) if collection else PLAYBOOK,
+                       {"gpuops_canary": False, "sglang_launch_server_args": args}, tag=tag)
     row = {"nodes": n, "setting": setting, "rc": result["rc"], "wall": round(result["wall"], 3),
            "controller_cpu": round(result["controller_cpu"], 3), "node_cpu": round(result["node_cpu"], 3),
            "main_cpu": round(result["main_cpu"], 3),
@@ -71,6 +134,9 @@ def _one(fleet, n, setting, tag, seed):
     row["unchanged_hosts"] = len(re.findall(r"^\S+\s+: ok=\d+\s+changed=0\s", result["output"], re.M))
     if result["rc"] != 0 or row["unchanged_hosts"]:
         row["output_tail"] = result["output"][-3000:]
+    if result["rc"] != 0:
+        failed = re.search(r"^(?:fatal|failed): .*$", result["output"], re.M)
+        row["error"] = (failed.group(0) if failed else result["output"].strip().split("\n")[-1])[:1000]
     return row
 
 
@@ -80,9 +146,16 @@ def default_cfg():
     return make()
 
 
-def run(rounds=1, sizes=(1, 8, 16, 32), compare_at=8, settings=None):
+def run(rounds=1, sizes=(1, 8, 16, 32), compare_at=8, settings=None, baseline_rev=None):
+    """BASELINE_REV: a git revision whose collection runs beside the working tree's at every size, with
+    bench/ansible.cfg, on the same nodes and in the same rounds (see `baseline`)."""
     compare_at = compare_at if compare_at in sizes else max(sizes)
     settings = [s for s in SETTINGS if settings is None or s in settings]
+    collections = {}
+    if baseline_rev:
+        old = baseline(baseline_rev)
+        collections = {"recommended": Collection("recommended", collections_path(), PLAYBOOKS), old.label: old}
+        log("fleet: baseline %s (%s) exported, collections root %s" % (baseline_rev, old.commit, old.root))
     samples = []
     with contextlib.ExitStack() as stack:
         nodes = []
@@ -93,13 +166,15 @@ def run(rounds=1, sizes=(1, 8, 16, 32), compare_at=8, settings=None):
         log("fleet: %d light nodes up" % len(nodes))
         seed = 0
         for r in range(rounds):
-            plan = [(n, "recommended") for n in sizes] + [(compare_at, s) for s in settings if s != "recommended"]
+            plan = [(n, s) for n in sizes for s in collections or ["recommended"]]
+            plan += [(compare_at, s) for s in settings if s != "recommended"]
             if r % 2:
                 plan.reverse()
             for n, setting in plan:
                 fleet = BenchFleet(os.path.join(WORK, "scaling-%d" % n), nodes[:n])
                 seed += 1
-                row = _one(fleet, n, setting, "%d-%s-%d" % (n, setting.replace(" ", "_"), r), seed)
+                row = _one(fleet, n, setting, "%d-%s-%d" % (n, setting.replace(" ", "_"), r), seed,
+                           collections.get(setting))
                 samples.append(row)
                 log("fleet: %2d nodes, %-14s round %d: %s" % (n, setting, r + 1, "rc %d" % row["rc"] if row["rc"]
                     else "%.1f s wall, controller %.1f CPU s (%.2f per node), nodes %.1f CPU s" % (
@@ -115,11 +190,53 @@ def run(rounds=1, sizes=(1, 8, 16, 32), compare_at=8, settings=None):
             "controller_cpu_per_node_s": summary([s["controller_cpu"] / n for s in ss]),
             "main_cpu_s": summary([s["main_cpu"] for s in ss]),
             "node_cpu_per_node_s": summary([s["node_cpu"] / n for s in ss])})
-    one = next((r["wall_s"]["median"] for r in rows if r["nodes"] == 1 and r["setting"] == "recommended"), None)
-    for row in rows:
-        row["wall_vs_one_node"] = ratio(row["wall_s"]["median"], one)
-    return {"definition": DEFINITION.format(playbook=PLAYBOOK), "rows": rows, "samples": samples,
-            "extrapolation": extrapolate(rows)}
+    one = dict((r["setting"], r["wall_s"]["median"]) for r in rows if r["nodes"] == 1)
+    for row in rows:        # a baseline's against its own one node
+        row["wall_vs_one_node"] = ratio(row["wall_s"]["median"], one.get(
+            row["setting"] if row["setting"] not in SETTINGS else "recommended"))
+    result = {"definition": DEFINITION.format(playbook=PLAYBOOK), "rows": rows, "samples": samples,
+              "extrapolation": extrapolate(rows)}
+    if baseline_rev:
+        result["baseline"] = {"rev": baseline_rev, "commit": old.commit, "label": old.label}
+        result["against_baseline"] = against_baseline(rows, old.label)
+        result["notes"] = baseline_notes(samples, list(collections))
+    return result
+
+
+METRICS = (("wall", "wall_s"), ("controller_cpu_per_node", "controller_cpu_per_node_s"),
+           ("node_cpu_per_node", "node_cpu_per_node_s"))
+
+
+def against_baseline(rows, label):
+    """Per size: the medians of METRICS for the baseline (LABEL) and the working tree (recommended), and new /
+    baseline."""
+    at = {}
+    for r in rows:
+        at.setdefault(r["nodes"], {})[r["setting"]] = r
+    out = []
+    for n, by in sorted(at.items()):
+        old, new = by.get(label), by.get("recommended")
+        if old and new:
+            row = {"nodes": n, "runs": {"baseline": old["runs"], "new": new["runs"]}}
+            for name, key in METRICS:
+                row[name] = {"baseline": old[key]["median"], "new": new[key]["median"],
+                             "ratio": ratio(new[key]["median"], old[key]["median"])}
+            out.append(row)
+    return out
+
+
+def baseline_notes(samples, labels):
+    """The runs of LABELS (the working tree's and the baseline's) that failed or left a host unchanged: a record
+    that one version wrote and the other cannot read shows here."""
+    out = []
+    for s in samples:
+        if s["setting"] not in labels or not (s["rc"] or s["unchanged_hosts"]):
+            continue
+        what = ("rc %d, %s" % (s["rc"], s.get("error", "")) if s["rc"]
+                else "%d of the hosts left unchanged (not restarted)" % s["unchanged_hosts"])
+        out.append("Fleet, %s at %d nodes: %s." % (
+            "the working tree" if s["setting"] == "recommended" else s["setting"], s["nodes"], what))
+    return out
 
 
 def extrapolate(rows, fleet=500, cores=16):
@@ -171,7 +288,7 @@ def markdown(result):
         at.setdefault(r["nodes"], {})[r["setting"]] = r
     for n, settings in sorted(at.items()):
         base = settings.get("recommended")
-        others = [s for s in settings if s != "recommended"]
+        others = [s for s in settings if s != "recommended" and s in SETTINGS]
         if base and others and base["wall_s"]["median"]:
             out += ["", "At %d nodes, against bench/ansible.cfg (%.1f s wall, %.1f controller CPU s): %s." % (
                 n, base["wall_s"]["median"], base["controller_cpu_s"]["median"], "; ".join(
@@ -179,6 +296,7 @@ def markdown(result):
                         s, settings[s]["wall_s"]["median"] / base["wall_s"]["median"],
                         settings[s]["controller_cpu_s"]["median"] / base["controller_cpu_s"]["median"])
                     for s in others if settings[s]["wall_s"]["median"]))]
+    out += _markdown_baseline(result)
     e = result.get("extrapolation")
     if e:
         out += ["", ("On paper, %(fleet)d nodes in one batch on a %(cores)d-core controller: ansible-playbook's main "
@@ -188,6 +306,28 @@ def markdown(result):
                      "%(wall_s_estimate).0f s of wall time (the larger of the two, plus one node's own run), "
                      "against %(one_node_wall_s)s s for one node, provided the controller holds 500 forks "
                      "(memory) and the nodes' own work, here counted apart, runs on the nodes.") % e]
+    return out
+
+
+def _markdown_baseline(result):
+    """The working tree against the baseline commit, per size; nothing without one."""
+    b = result.get("baseline")
+    if not b:
+        return []
+    out = ["", "### Against the %s" % b["label"], "",
+           "The collection at `%s` (`--fleet-baseline %s`, exported with git archive; its own "
+           "playbooks/%s) run beside the working tree (commit %s) in the same rounds, on the same nodes with "
+           "bench/ansible.cfg, alternating which goes first; medians, new / baseline." % (
+               b["commit"], b["rev"], PLAYBOOK, result.get("run", {}).get("commit", "of this run")), "",
+           "| Nodes | Wall baseline (s) | Wall new (s) | new / baseline | Controller CPU per node baseline (s) "
+           "| new (s) | new / baseline | Nodes' Python CPU per node baseline (s) | new (s) | new / baseline "
+           "| Runs baseline, new |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in result["against_baseline"]:
+        cells = [str(r["nodes"])]
+        for name, dummy in METRICS:
+            cells += ["n/a" if r[name][k] is None else "%.2f" % r[name][k] for k in ("baseline", "new")]
+            cells.append("n/a" if r[name]["ratio"] is None else "%.2fx" % r[name]["ratio"])
+        out.append("| %s | %s, %s |" % (" | ".join(cells), r["runs"]["baseline"], r["runs"]["new"]))
     return out
 
 

@@ -14,12 +14,12 @@ import subprocess
 import time
 import traceback
 
-from . import (asyncstop, chart, detect, downtime, fleet, gateway, overhead, prefetch, report, runstatus, scancost,
-               stop, supervised, systemd)
+from . import (asyncstop, chart, detect, downtime, fleet, gateway, multinode, overhead, prefetch, report, runstatus,
+               scancost, stop, supervised, systemd)
 from .common import BENCH, REPO, log
 
-MEASUREMENTS = ("downtime", "stop", "fleet", "prefetch", "detect", "scan", "overhead", "async", "gateway", "supervised",
-                "systemd", "status")
+MEASUREMENTS = ("downtime", "multinode", "stop", "fleet", "prefetch", "detect", "scan", "overhead", "async", "gateway",
+                "supervised", "systemd", "status")
 
 
 def _commit():
@@ -50,6 +50,9 @@ def main(argv=None):
     parser.add_argument("--fleet-settings", type=lambda v: [s.strip() for s in v.split(",") if s.strip()],
                         default=None, help="Ansible settings compared in the fleet measurement (default: all of %s)"
                         % ", ".join(fleet.SETTINGS))
+    parser.add_argument("--fleet-baseline", metavar="REV", default=None,
+                        help="a git revision of the collection (e.g. e25e1b8) run beside the working tree at every "
+                        "fleet size, with bench/ansible.cfg, in the same rounds")
     parser.add_argument("--async-rounds", type=int, default=2,
                         help="rounds of the async stop measurement (default 2)")
     parser.add_argument("--async-nodes", type=int, default=16, help="light nodes of the async stop measurement")
@@ -106,11 +109,13 @@ def main(argv=None):
         "scan": lambda: scancost.run(max(rounds, 3) if not args.quick else 1, processes=args.processes),
         "overhead": lambda: overhead.run(max(rounds, 3) if not args.quick else 1),
         "status": lambda: runstatus.run(max(rounds, 5) if not args.quick else 1),
-        "fleet": lambda: (fleet.run(1, sizes=(1, 2), settings=["recommended"]) if args.quick else
+        "fleet": lambda: (fleet.run(1, sizes=(1, 2), settings=["recommended"], baseline_rev=args.fleet_baseline)
+                          if args.quick else
                           fleet.run(args.fleet_rounds or max(1, rounds // 3), sizes=args.fleet_sizes,
-                                    settings=args.fleet_settings)),
+                                    settings=args.fleet_settings, baseline_rev=args.fleet_baseline)),
         "downtime": lambda: downtime.run(rounds if not args.quick else 1, weights_mib=args.weights_mib,
                                          variants=args.downtime_variants),
+        "multinode": lambda: multinode.run(rounds if not args.quick else 1, weights_mib=args.weights_mib),
         "prefetch": lambda: prefetch.run(rounds if not args.quick else 1, weights_mib=args.weights_mib),
         "async": lambda: (asyncstop.run(1, nodes=4, forks=(2, 4)) if args.quick else
                           asyncstop.run(max(1, args.async_rounds), nodes=args.async_nodes,

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from . import asyncstop, downtime, fleet, gateway, prefetch, runstatus, supervised, systemd
+from . import asyncstop, downtime, fleet, gateway, multinode, prefetch, runstatus, supervised, systemd
 
 NAMES = {
     "hand_a": "hand procedure A", "hand_b": "hand procedure B",
@@ -26,8 +26,8 @@ def _range(summary, digits=2):
 def goals(results):
     """[(goal, target, measured, met)]; met is None where the measurement did not run."""
     rows = []
-    for key, module_goals in (("downtime", downtime.goals), ("stop", _stop_goals), ("fleet", fleet.goals),
-                              ("prefetch", prefetch.goals), ("supervised", supervised.goals),
+    for key, module_goals in (("downtime", downtime.goals), ("multinode", multinode.goals), ("stop", _stop_goals),
+                              ("fleet", fleet.goals), ("prefetch", prefetch.goals), ("supervised", supervised.goals),
                               ("systemd", systemd.goals), ("status", runstatus.goals)):
         if results.get(key):
             rows += module_goals(results[key])
@@ -83,8 +83,9 @@ def markdown(results):
             met = {True: "yes", False: "**no**", None: "-"}[met]
         out.append("| %s | %s | %s | %s |" % (goal, target, measured, met))
     out.append("")
-    for key, module in (("downtime", downtime), ("fleet", fleet), ("async", asyncstop), ("prefetch", prefetch),
-                        ("gateway", gateway), ("supervised", supervised), ("systemd", systemd), ("status", runstatus)):
+    for key, module in (("downtime", downtime), ("multinode", multinode), ("fleet", fleet), ("async", asyncstop),
+                        ("prefetch", prefetch), ("gateway", gateway), ("supervised", supervised), ("systemd", systemd),
+                        ("status", runstatus)):
         if results.get(key):
             out += module.markdown(results[key]) + [""]
     out += _stop(results.get("stop")) + _detect(results.get("detect")) + _scan(results.get("scan"))
