@@ -49,7 +49,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpuops.host.plugins.module_utils._sglang import ActionFailed, refuse_bad_names, render
+from ansible_collections.gpuops.host.plugins.module_utils._sglang_args import ArgsError, refuse_bad_names, render
 
 
 def sglang_command(command):
@@ -62,8 +62,8 @@ def sglang_command(command):
     try:
         refuse_bad_names(command)
         return render(dict(command, entry_module=command.get('entry_module') or 'sglang.launch_server'))
-    except ActionFailed as e:
-        raise AnsibleFilterError('sglang_command: %s' % e.msg)
+    except ArgsError as e:
+        raise AnsibleFilterError('sglang_command: %s' % e)
 
 
 class FilterModule:

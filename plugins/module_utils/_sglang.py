@@ -137,41 +137,11 @@ def _environ(p):
 # -- arguments ---------------------------------------------------------------------------------
 
 def _rendered(p):
-    """The command line and argument files for P['server_args']. Secret-named arguments never go onto the
-    command line: with config_file every argument goes into the file config_path, else the secret ones go
-    into the file secrets_path when it is given, and are left to the caller otherwise (RV secret_args)."""
-    args = dict(p.get('server_args') or {})
+    """_sglang_args.rendered, its refusal an ActionFailed."""
     try:
-        secret = sargs.secret_names(args, p.get('secret_args') or ())
-        public = dict((k, v) for k, v in args.items() if k not in secret)
-        hidden = dict((k, v) for k, v in args.items() if k in secret and v is not None and v is not False)
-        server_argv = sargs.render_flags(public)
-        gpus = sargs.expected_gpus(args, (p.get('environment') or {}).get('CUDA_VISIBLE_DEVICES'))
+        return sargs.rendered(p)
     except sargs.ArgsError as e:
-        raise ActionFailed('cannot render the server arguments: %s' % e)
-    files = {}
-    if p.get('config_file'):
-        files[p['config_path']] = sargs.dump_yaml(sargs.render_config(args))
-        server_argv = ['--config', p['config_path']]
-    elif hidden and p.get('secrets_path'):
-        files[p['secrets_path']] = sargs.dump_yaml(sargs.render_config(hidden))
-        server_argv = server_argv + ['--config', p['secrets_path']]
-    for path in files:
-        if not path.endswith(('.yaml', '.yml')):
-            raise ActionFailed('%s: SGLang reads a --config file only when its name ends in .yaml or .yml' % path)
-    argv = [p['python'], '-m', p['entry_module']] + server_argv
-    return {'argv': argv, 'server_argv': server_argv, 'files': files, 'hidden': hidden, 'expected_gpus': gpus,
-            'secret_args': sorted(hidden)}
-
-
-def _public(out):
-    result = dict((k, v) for k, v in out.items() if k not in ('files', 'hidden'))
-    return dict(result, files=sorted(out['files']))
-
-
-def render(p):
-    """The command line, its argument files by name, the GPUs it occupies: pure, nothing read or touched."""
-    return _public(_rendered(p))
+        raise ActionFailed(str(e))
 
 
 # The container's shell reads the environment from the 0600 file: an engine's --env-file or -e would copy every
@@ -304,14 +274,14 @@ def check_args(p, deps):
     try:
         found = sargs.check_result(rc, stdout, stderr, redact.argv(sargs.render_flags(args)), redact, p['python'])
     except sargs.ArgsError as e:
-        raise ActionFailed(str(e), dict(_public(out), rc=rc))
+        raise ActionFailed(str(e), dict(sargs.public(out), rc=rc))
     parsed = found.get('parsed')
     if parsed is None:
         # An SGLang without ServerArgs.add_cli_args: expect the values as given.
         parsed = dict((k, v) for k, v in args.items() if v is not False and v is not None)
     expected = dict((k, v) for k, v in parsed.items() if k not in out['secret_args'] and not sargs.SECRET_NAME.search(k))
     keys = found.get('config_keys') or {}
-    return dict(_public(out), release=found['release'], package=found.get('package'), expected_info=expected,
+    return dict(sargs.public(out), release=found['release'], package=found.get('package'), expected_info=expected,
                 config_keys=keys)
 
 
@@ -1305,12 +1275,11 @@ def command_options():
 
 
 def refuse_bad_names(params):
-    """ActionFailed where PARAMS (a command's options) name a server argument that is no plain name."""
-    names = sorted(set(params.get('server_args') or {}) | set(params.get('secret_server_args') or {}))
-    bad = [n for n in names if not sargs.ARG_NAME.match(n)]
-    if bad:
-        raise ActionFailed('server argument name(s) %s: each must be a plain name (%s), as SGLang\'s own are, '
-                           'nothing was rendered' % (', '.join(repr(n) for n in bad), sargs.ARG_NAME.pattern))
+    """_sglang_args.refuse_bad_names, its refusal an ActionFailed."""
+    try:
+        sargs.refuse_bad_names(params)
+    except sargs.ArgsError as e:
+        raise ActionFailed(str(e))
 
 
 def refuse_bad_command(params):

@@ -192,6 +192,56 @@ def dump_yaml(config):
     return ''.join(line + '\n' for line in lines)
 
 
+def refuse_bad_names(params):
+    """ArgsError where PARAMS (a command's options) name a server argument that is no plain name."""
+    names = sorted(set(params.get('server_args') or {}) | set(params.get('secret_server_args') or {}))
+    bad = [n for n in names if not ARG_NAME.match(n)]
+    if bad:
+        raise ArgsError('server argument name(s) %s: each must be a plain name (%s), as SGLang\'s own are, '
+                        'nothing was rendered' % (', '.join(repr(n) for n in bad), ARG_NAME.pattern))
+
+
+def rendered(p):
+    """The command line and argument files for P['server_args'] (P: ``python``, ``entry_module``, ``secret_args``,
+    ``environment``, ``config_file``, ``config_path``, ``secrets_path``). Secret-named arguments never go onto the
+    command line: with config_file every argument goes into the file config_path, else the secret ones go into the
+    file secrets_path when it is given, and are left to the caller otherwise (``secret_args``). ArgsError where they
+    cannot be rendered."""
+    args = dict(p.get('server_args') or {})
+    try:
+        secret = secret_names(args, p.get('secret_args') or ())
+        public = dict((k, v) for k, v in args.items() if k not in secret)
+        hidden = dict((k, v) for k, v in args.items() if k in secret and v is not None and v is not False)
+        server_argv = render_flags(public)
+        gpus = expected_gpus(args, (p.get('environment') or {}).get('CUDA_VISIBLE_DEVICES'))
+    except ArgsError as e:
+        raise ArgsError('cannot render the server arguments: %s' % e)
+    files = {}
+    if p.get('config_file'):
+        files[p['config_path']] = dump_yaml(render_config(args))
+        server_argv = ['--config', p['config_path']]
+    elif hidden and p.get('secrets_path'):
+        files[p['secrets_path']] = dump_yaml(render_config(hidden))
+        server_argv = server_argv + ['--config', p['secrets_path']]
+    for path in files:
+        if not path.endswith(('.yaml', '.yml')):
+            raise ArgsError('%s: SGLang reads a --config file only when its name ends in .yaml or .yml' % path)
+    argv = [p['python'], '-m', p['entry_module']] + server_argv
+    return {'argv': argv, 'server_argv': server_argv, 'files': files, 'hidden': hidden, 'expected_gpus': gpus,
+            'secret_args': sorted(hidden)}
+
+
+def public(out):
+    """What of OUT (rendered's) may be shown: the argument files by name only, no secret argument's value."""
+    result = dict((k, v) for k, v in out.items() if k not in ('files', 'hidden'))
+    return dict(result, files=sorted(out['files']))
+
+
+def render(p):
+    """The command line, its argument files by name, the GPUs it occupies: pure, nothing read or touched."""
+    return public(rendered(p))
+
+
 def secret_names(args, extra=()):
     """Names of ARGS whose values are secrets: by their name, or listed in EXTRA."""
     extra = set(n.strip('-').replace('-', '_') for n in extra)
