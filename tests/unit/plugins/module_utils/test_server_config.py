@@ -477,3 +477,25 @@ def test_a_dumping_mode_needs_the_dump_patch(p, now, refused):
         'The installed SGLang (/opt/sglang/lib/python3.11/site-packages/sglang) does not carry the hidden-state dump '
         'patch: no file under srt/models contains \'SGLANG_HS_DUMP_DIR\'. It would run and silently dump nothing; '
         'refusing before the running server is touched.')
+
+
+def test_the_plan_makes_both_refusals_before_a_restart_and_only_then(monkeypatch, tmp_path):
+    monkeypatch.setattr(server_info.sglang, '_record', lambda p: {})
+    monkeypatch.setattr(server_info.sglang, 'find', lambda p, deps, record=None: {
+        'servers': [], 'elsewhere': [], 'others': [], 'gateways': [], 'recorded': None})
+    monkeypatch.setattr(server_info, 'observe', lambda p, deps, checked=None: {'dump_patch': {'files': []}})
+    unit = tmp_path / 'gpuops-sglang.service'
+    unit.write_text('[Unit]\nDescription=Team B inference\n')
+    units = dict(UNITS, path=str(unit), old_path=str(tmp_path / 'sglang.service'))
+    p = {'record_path': '/x/server.json', 'config': {'mode': 'extraction', 'supervisor': 'systemd'},
+         'unit_files': units, 'refuse': {'owners': []}, 'dump_patch': PATCH}
+    with pytest.raises(server_info.sglang.ActionFailed) as e:
+        server_info.info(p, deps=None)
+    assert 'was not written by gpuops.host' in e.value.msg
+    unit.unlink()
+    with pytest.raises(server_info.sglang.ActionFailed) as e:
+        server_info.info(p, deps=None)
+    assert 'does not carry the hidden-state dump patch' in e.value.msg
+    # a plan without refuse reads and compares only
+    result = server_info.info(dict(p, refuse=None), deps=None)
+    assert result['needs_restart'] and 'refusals' not in result
