@@ -108,11 +108,12 @@ def desired(p):
 def plan(record, down, before, after, restart):
     """Whether the server that RECORD names must (re)start to match AFTER: DOWN (why it does not serve, or None),
     the identities BEFORE (recorded) and AFTER compared, RESTART asked. A record of an earlier release, which keeps no
-    identity, counts as changed. ``(needs_restart, reasons, changes)``."""
+    identity, counts as changed; a failed launch's record keeps none either, and DOWN says why it restarts.
+    ``(needs_restart, reasons, changes)``."""
     reasons = [down] if down else []
     if before:
         changes = config.compare(before, after)
-    elif record:
+    elif record.get('status') == 'ok':
         changes = [{'field': 'identity', 'words': 'configuration: changed (recorded by an earlier release, which names '
                     'no fields)'}]
     else:

@@ -166,6 +166,9 @@ RECORD = {'status': 'ok', 'pid': 42, 'marker': 'serving-x'}
     (dict(RECORD, config_hash='h1'), None, {}, False,
      (True, ['configuration: changed (recorded by an earlier release, which names no fields)'])),
     ({}, 'no server is recorded on this node (/x)', {}, False, (True, ['no server is recorded on this node (/x)'])),
+    # a failed launch's record keeps no identity either: why it restarts is that it failed, nothing else
+    ({'status': 'failed', 'pid': 0}, 'the last launch recorded did not pass its checks (status failed)', {}, False,
+     (True, ['the last launch recorded did not pass its checks (status failed)'])),
 ])
 def test_the_plan_restarts_for_every_reason_and_only_then(record, down, before, restart, expected):
     needs, reasons, dummy = server_info.plan(record, down, before, identity(), restart)
