@@ -14,7 +14,7 @@ from __future__ import annotations
 import grp
 import pwd
 
-from ansible_collections.gpuops.host.plugins.module_utils._server_config import HUB_ID
+from ansible_collections.gpuops.host.plugins.module_utils._server_config import HUB_ID, hub_repo
 
 
 class UnknownOwner(Exception):
@@ -75,7 +75,7 @@ def apply(p, owner):
         model.setdefault('user', owner['user'])
         model.setdefault('hf_home', p['hf_home'])
         if model.get('hub'):
-            model.setdefault('cache', '%s/hub/models--%s' % (p['hf_home'], model['path'].replace('/', '--')))
+            model.setdefault('cache', hub_repo(p['hf_home'], model['path']))
     if p.get('container') and hub:
         p['container'] = dict(p['container'], mounts=[p['hf_home']] + list(p['container'].get('mounts') or []))
     return p

@@ -56,10 +56,15 @@ _NAMED = 5
 HUB_ID = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+$')
 
 
+def hub_repo(hf_home, model_id):
+    """The directory of the HuggingFace hub model MODEL_ID (org/name) in HF_HOME's cache, whether it is there or not."""
+    return os.path.join(hf_home, 'hub', 'models--' + model_id.replace('/', '--'))
+
+
 def hub_snapshot(hf_home, model_id):
     """The snapshot directory of the HuggingFace hub model MODEL_ID (org/name) in HF_HOME's cache, as its ``main``
     ref names it, or None when the cache has no such model."""
-    repo = os.path.join(hf_home, 'hub', 'models--' + model_id.replace('/', '--'))
+    repo = hub_repo(hf_home, model_id)
     found = read_regular(os.path.join(repo, 'refs', 'main'), limit=256)
     if not found:
         return None
