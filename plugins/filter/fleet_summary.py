@@ -167,7 +167,10 @@ def fleet_summary(hosts, play_hosts, hostvars):
         cells, never_reached = _row(host, host_vars[host], failed)
         if never_reached:
             untouched.append(host)
-        cells += [_gateway(host_vars[host]), _dumps(_result(host_vars[host], 'sglang_stop_result'))]
+        # a restart's stop is in the call that starts the new server (sglang_launch_result.stopped)
+        stop = (_result(host_vars[host], 'sglang_stop_result')
+                or (_result(host_vars[host], 'sglang_launch_result').get('stopped') or {}).get('summary') or {})
+        cells += [_gateway(host_vars[host]), _dumps(stop)]
         rows.append([table.cell(cell) for cell in cells])
     lines = table.columns(rows)
     for host in hosts:
@@ -175,6 +178,8 @@ def fleet_summary(hosts, play_hosts, hostvars):
         if launch.get('reasons'):
             reasons = '; '.join(str(reason) for reason in launch['reasons'])
             lines.append('%s %s: %s' % (host, VERBS.get(launch.get('status'), 'restarted'), reasons))
+        # what its stop did and left running
+        lines.extend('%s: %s' % (host, line) for line in launch.get('said') or [])
     for host in failed:
         if _result(host_vars[host], 'sglang_launch_result').get('server') == 'none':
             lines.append('%s now runs NO SGLang server: its old server was stopped and the new one failed.' % host)

@@ -19,10 +19,14 @@ and returns the steps it would take (``would``) with ``changed`` true.
 
 from __future__ import annotations
 
+import socket
+
+from ansible_collections.gpuops.host.plugins.module_utils import _launch as launches
 from ansible_collections.gpuops.host.plugins.module_utils import _recovery as recovery
 from ansible_collections.gpuops.host.plugins.module_utils import _run_dir as run_dirs
 from ansible_collections.gpuops.host.plugins.module_utils._dump_dir import DumpDir, DumpDirError
 from ansible_collections.gpuops.host.plugins.module_utils import _server_config as config
+from ansible_collections.gpuops.host.plugins.module_utils import _server_info as server_info
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang as sglang
 from ansible_collections.gpuops.host.plugins.module_utils import _start as starts
 from ansible_collections.gpuops.host.plugins.module_utils._timeline import Timeline
@@ -198,8 +202,59 @@ def absent(p, deps):
     return found
 
 
-def converge(params, deps):
-    """PARAMS['state'] reached; a dict of results, or _sglang.ActionFailed. The command's options are checked first."""
+# What of the plan the launch returns (the rest is read again by the next plan).
+_PLAN = ('owner', 'supervisor', 'needs_restart', 'reasons', 'changes', 'current', 'record', 'command', 'refusals',
+         'unit_files', 'mounts')
+
+
+def _unchanged(record, reasons):
+    """The result of a launch whose configuration already runs."""
+    return {'status': 'unchanged', 'server': 'unchanged', 'changed': False, 'mode': record.get('mode'),
+            'marker': record.get('marker'), 'pid': record.get('pid'), 'url': record.get('url'),
+            'dump_dir': record.get('dump_dir'), 'seconds_to_clean': None, 'seconds_to_ready': None,
+            'gpus_verified': 0, 'gpus_serving': record.get('gpus_serving') or [], 'message': None, 'rollback': None,
+            'reasons': reasons, 'lock_released': '', 'said': []}
+
+
+def launch(params, deps, validated):
+    """PARAMS['launch'] converged in one call: the plan (_server_info.info) of the request (_launch.Request), then,
+    where the server must (re)start, the start (started) with the options the plan's answers give. VALIDATED(kind,
+    options) fills in the defaults of the plan's (``plan``) or the start's (``start``) options as their modules' argument
+    specs do."""
+    r = params['launch']
+    request = launches.Request(r, params.get('secret_server_args'), params.get('secret_environment'),
+                               marker=launches.marker(r['mode'], r['node_name'] or socket.gethostname()))
+    found = server_info.info(validated('plan', request.plan_options()), deps)
+    plan = dict((k, found[k]) for k in _PLAN if k in found)
+    if not found['needs_restart']:
+        return dict(_unchanged(found['record'], found['reasons']), plan=plan, diff=found['diff'])
+    p = validated('start', request.start_options(found, params.get('stop') or {}))
+    try:
+        result = started(p, deps)
+    except sglang.ActionFailed as e:
+        e.result['plan'] = plan
+        raise
+    _, launched, would = request.results(found)
+    stopped = result.get('stopped') or {}
+    summary = stopped.get('summary') or {}
+    lock_run = ((p['stop'] or {}).get('lock') or {}).get('run')
+    made = would if deps.check_mode else dict(
+        launched, pid=result.get('pid'), seconds_to_ready=result.get('seconds_to_ready'),
+        seconds_to_clean=summary.get('seconds_to_clean'), gpus_verified=summary.get('gpus_verified'),
+        lock_released=lock_run if (result.get('lock') or {}).get('released') else '')
+    manifest_error = (result.get('record_written') or {}).get('manifest_error')
+    said = list(stopped.get('said') or []) + (
+        ['The manifest of the extraction run %s was not written: %s' % (request.marker, manifest_error)]
+        if manifest_error else [])
+    result.update(made, plan=plan, said=said, changed=True)
+    return result
+
+
+def converge(params, deps, validated=None):
+    """PARAMS['state'] reached; a dict of results, or _sglang.ActionFailed. The command's options are checked first.
+    With PARAMS['launch'] and state started, see launch."""
+    if params['state'] == 'started' and params.get('launch'):
+        return launch(params, deps, validated)
     if params.get('command'):
         sglang.refuse_bad_command(dict(params['command'], secret_server_args=params.get('secret_server_args') or {}))
     if params['state'] == 'started' and params.get('relaunch'):

@@ -45,6 +45,74 @@ ENGINES = ('docker', 'podman')
 _TRUE = ('1', 'true', 'yes', 'on')
 
 
+def _opt(kind, default=None, **more):
+    return dict(more, type=kind, default=default) if default is not None else dict(more, type=kind)
+
+
+# gpuops.host.sglang_server's launch option: the sglang_launch role's variables, by the same names less the prefix.
+# raw where the value goes into the configuration's identity as given (a unit's limits, the stop timeout).
+OPTIONS = dict(
+    mode=_opt('str', required=True),
+    node_name=_opt('str'),
+    dumps=_opt('bool', False),
+    verify_info=_opt('bool', False),
+    server_args=_opt('dict', {}),
+    secret_args=_opt('list', [], elements='str', no_log=False),
+    environment=_opt('dict', {}),
+    python=_opt('path', required=True),
+    module=_opt('str', 'sglang.launch_server'),
+    pythonpath=_opt('list', [], elements='path'),
+    config_file=_opt('bool', False),
+    user=_opt('str', 'root'),
+    group=_opt('str', ''),
+    dump_group=_opt('str', ''),
+    supervisor=_opt('str', 'auto', choices=['auto', 'process', 'systemd', 'docker', 'podman']),
+    image=_opt('str', ''),
+    shm_size=_opt('str', '32g'),
+    container_gpu_options=_opt('list', [], elements='str'),
+    container_network=_opt('str', 'host'),
+    container_restart=_opt('str', 'no'),
+    container_volumes=_opt('list', [], elements='str'),
+    container_options=_opt('list', [], elements='str'),
+    unit=_opt('str', 'gpuops-sglang'),
+    unit_dir=_opt('path', '/etc/systemd/system'),
+    limit_memlock=_opt('raw', 'infinity'),
+    limit_nofile=_opt('raw', 1048576),
+    restart_on_failure=_opt('bool', False),
+    enable=_opt('bool', False),
+    term_timeout=_opt('raw', 60),
+    state_dir=_opt('path', '/var/lib/gpuops/sglang'),
+    log_dir=_opt('path', '/var/log/sglang'),
+    model_path=_opt('str', required=True),
+    check_model_path=_opt('bool', True),
+    host=_opt('str', '127.0.0.1'),
+    port=_opt('int', 30000),
+    dump_root=_opt('path', '/data/hs_dumps'),
+    run_name=_opt('str', ''),
+    dump_min_free_gb=_opt('float', 100),
+    dump_patch_paths=_opt('list', ['srt/models'], elements='str'),
+    dump_patch_pattern=_opt('str', 'SGLANG_HS_DUMP_DIR'),
+    ready_path=_opt('str', '/health_generate'),
+    ready_timeout=_opt('float', 1800),
+    ready_interval=_opt('float', 0.5),
+    log_tail_lines=_opt('int', 50),
+    probe_prompt=_opt('str'),
+    probe_timeout=_opt('float', 60),
+    gpus=_opt('list', [], elements='int'),
+    min_used_mib=_opt('int', 1024),
+    expected_count=_opt('int'),
+    v1_reserved_mib=_opt('int'),
+    owners=_opt('list', elements='str'),
+    rollback=_opt('bool', False),
+    restart=_opt('bool', False),
+    multinode=_opt('bool', False),
+    worker=_opt('bool', False),
+    lock_run=_opt('str', ''),
+    lock_path=_opt('str', ''),
+    lock_release=_opt('bool', False),
+)
+
+
 def marker(mode, host, now=None, token=None):
     """The name of a run: MODE, the UTC time, the inventory HOST (made a plain name) and a random part, so that two
     hosts on one shared dump root, or two runs in one second, never share a name, and no local user can predict it."""
@@ -179,7 +247,8 @@ class Request:
             'owner': {'user': r['user'], 'group': r['group'], 'dump_group': r['dump_group']},
             'command': dict(self._command(self.run_dir), entry_module=r['module']),
             'secret_server_args': self.hidden, 'secret_environment': self.secret_env,
-            'refuse': {'gpus': self.expected_gpus, 'port': r['port'], 'bind_host': r['host'], 'owners': r['owners'],
+            'refuse': {'gpus': self.expected_gpus, 'port': r['port'], 'bind_host': r['host'],
+                       'owners': r['owners'] if r['owners'] is not None else ['root'] + ([r['user']] if r['user'] != 'root' else []),
                        'dump_dir': ({'root': r['dump_root'], 'name': self.dump_name,
                                      'min_free_gb': float(r['dump_min_free_gb'])} if self.dumps else None),
                        'model': ({'path': self.model_path, 'hub': self.hub, 'offline': offline}

@@ -15,11 +15,17 @@ from __future__ import annotations
 import json
 import re
 
+from ansible_collections.gpuops.host.plugins.module_utils import _sglang_args as sargs
+from ansible_collections.gpuops.host.plugins.module_utils._server_config import HUB_ID
+
 # Variables the role no longer reads, and what replaces each.
 REMOVED = {
     'sglang_launch_stop_timeout': 'sglang_launch_stop_timeout was removed: the unit\'s TimeoutStopSec is the stop '
                                   'timeout of gpuops.host.sglang_stop, set sglang_stop_term_timeout instead.',
+    'sglang_stop_kill_timeout': 'sglang_stop_kill_timeout was removed: the wait after SIGKILL is gpuops.host.gpu_clean\'s, '
+                                'set gpu_clean_kill_timeout instead (unset, gpuops.host.gpu_reap\'s default applies).',
 }
+ENGINES = ('docker', 'podman')
 NOT_TOUCHED = 'refusing before the running server is touched.'
 MODE = re.compile(r'[a-z][a-z0-9_]*')
 RUN_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9._-]*')
@@ -76,12 +82,33 @@ def broken_values(argv, environment, names):
                if UNQUOTED.search(name)])
 
 
+def _argv(v):
+    """The command line of V's arguments as the node will render it; none where it cannot be rendered (the node
+    refuses that, naming the arguments)."""
+    try:
+        return sargs.render({'python': v['python'], 'entry_module': v.get('module') or 'sglang.launch_server',
+                             'server_args': v.get('server_args') or {}, 'secret_args': v.get('secret_args') or [],
+                             'config_file': v.get('config_file'),
+                             'config_path': '%s/server-args.yaml' % v.get('state_dir')})['argv']
+    except (sargs.ArgsError, KeyError, TypeError, ValueError):
+        return []
+
+
+def _mounts(v):
+    """The host paths a container server mounts: the model (a hub ID's cache, HF_HOME, where the environment sets it),
+    the state directory, the dump root."""
+    model = v.get('model_path') or ''
+    env = v.get('environment') or {}
+    first = str(env.get('HF_HOME') or '') if HUB_ID.match(model) else model
+    return [first, v.get('state_dir') or ''] + ([v['dump_root']] if v.get('dump_root') else [])
+
+
 def refusals(v):
     """The refusals of the role's variables V (see the module docstring): ``removed``, the removed variables that are
-    set; ``mode``, ``modes`` and ``model_path``; ``python``; ``run_name``; with a container ``supervisor``
-    (``containerized``), ``image`` and the host paths it ``mounts``; and where the mode is one of ``modes``,
-    ``mem_fraction_static`` (None where unset), the command line ``argv``, the server's ``environment`` and the
-    ``names`` that go into its unit file."""
+    set; ``mode``, ``modes`` and ``model_path``; ``python``; ``run_name``; with a container ``supervisor``, ``image``
+    and the paths it mounts (``state_dir``, ``dump_root``, the model's); the ``server_args`` (their
+    ``mem_fraction_static``, and the command line rendered with ``module``, ``secret_args``, ``config_file``); the
+    server's ``environment`` (with ``pythonpath``) and the ``names`` that go into its unit file."""
     said = [REMOVED[name] for name in v.get('removed') or []]
     mode = _mode(v)
     if mode:
@@ -90,17 +117,20 @@ def refusals(v):
         said.append('sglang_launch_python is not set: set it to the Python interpreter of the environment SGLang is '
                     'installed in (for example /opt/sglang/venv/bin/python); there is no system default. Refusing '
                     'before the running server is touched.')
-    if v.get('containerized'):
-        said.extend(_container(v))
+    if v.get('supervisor') in ENGINES:
+        said.extend(_container(dict(v, mounts=_mounts(v))))
     run_name = v.get('run_name') or ''
     if run_name and (not RUN_NAME.fullmatch(run_name) or '..' in run_name):
         said.append('sglang_launch_run_name must be a plain directory name (letters, digits, \'.\', \'_\', \'-\'; no '
                     '\'/\', no \'..\', no control characters), got %s. The running server was not touched.'
                     % _json(run_name))
-    fraction = v.get('mem_fraction_static')
+    fraction = (v.get('server_args') or {}).get('mem_fraction_static')
     if fraction is not None and not 0 < _number(fraction) < 1:
         said.append('mem_fraction_static must be in (0, 1), got %s; %s' % (fraction, NOT_TOUCHED))
-    broken = broken_values(v.get('argv') or [], v.get('environment') or {}, v.get('names') or [])
+    environment = dict(v.get('environment') or {})
+    if v.get('pythonpath'):
+        environment['PYTHONPATH'] = ':'.join(v['pythonpath'])
+    broken = broken_values(_argv(v) if v.get('python') else [], environment, v.get('names') or [])
     if broken:
         said.append('%s: newlines and other control characters are refused, since they would end the line in the '
                     'systemd unit or the environment file and could add directives or variables; %s'

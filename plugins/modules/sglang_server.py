@@ -112,7 +112,13 @@ options:
   secret_server_args:
     description:
       - With O(command), the server's secret arguments (C(api_key)) - never logged, never on a command line; they go into
-        the C(--config) file O(command.secrets_path) (or O(command.config_path)).
+        the C(--config) file O(command.secrets_path) (or O(command.config_path)); with O(launch), its secret arguments.
+    type: dict
+    default: {}
+  secret_environment:
+    description:
+      - With O(launch), the server's secret environment variables (C(HF_TOKEN)) - never logged; they go into the run
+        directory's environment file (mode 0600), and count in the configuration's identity by a digest only.
     type: dict
     default: {}
   directories:
@@ -720,6 +726,360 @@ options:
       failed:
         description: The marker of the failed launch that this start replaces (the record's C(rolled_back_from)).
         type: str
+  launch:
+    description:
+      - The request of P(gpuops.host.sglang_launch#role) - the role's variables by the same names, without the
+        C(sglang_launch_) prefix - which the module turns into its plan and its start itself.
+      - With O(state=started) it plans first, as M(gpuops.host.sglang_server_info) does - it reads the record, the
+        node's servers, the owner (O(launch.user)), the supervisor under O(launch.supervisor=auto) and the command line
+        through the installed SGLang's parser, and compares the desired configuration with the running one field by
+        field. Where the configuration changed, the server is down or O(launch.restart) is set, it renders the command
+        line, the environment file, the unit file or the container command on the node and does what O(state=started)
+        does with them, in the same call; otherwise nothing changes (RV(status=unchanged)).
+      - Mutually exclusive with the low-level options of the start, which it fills in itself - O(start),
+        O(relaunch), O(command), O(record), O(run_dir), O(dump_dir), O(checks), O(environment_file), O(url),
+        O(directories) and O(secrets). O(stop) gives its stop's options, O(secret_server_args) and
+        O(secret_environment) its secrets.
+      - In check mode it plans and returns what it would do (RV(status=check)), touching nothing.
+    type: dict
+    suboptions:
+      mode:
+        description:
+          - The mode's name (a key of the role's C(sglang_launch_modes)), in the run name, the record and the
+            configuration's identity. What the mode does comes with it - O(launch.dumps) and O(launch.verify_info).
+        type: str
+        required: true
+      node_name:
+        description:
+          - The node's name in the run name (C(MODE-TIME-NAME-RANDOM)), the inventory host name; unset, the node's
+            host name.
+        type: str
+      dumps:
+        description:
+          - Whether the mode dumps hidden states (the mode table's C(dump_hidden_states)) - the run gets a fresh
+            directory under O(launch.dump_root) in C(SGLANG_HS_DUMP_DIR), the installed SGLang must carry the dump
+            patch, and the new server is checked for it (the directory in every scheduler's environment, a probe
+            request's own dump).
+        type: bool
+        default: false
+      verify_info:
+        description:
+          - Whether the mode verifies C(/server_info) (the mode table's C(verify_server_info)) - the new server's
+            C(/server_info) must report every argument of O(launch.server_args) as the installed SGLang's parser
+            stored it.
+        type: bool
+        default: false
+      server_args:
+        description:
+          - The public server arguments by SGLang's own names (the fields of C(ServerArgs), V(mem_fraction_static)),
+            mapped to values - the mode's and the role's, with C(model_path), C(host) and C(port). V(true) renders a
+            bare flag, V(false) and V(null) leave it out, a list renders the flag once followed by the items, a mapping
+            is passed as JSON.
+          - This option is logged as given; secret arguments (C(api_key)) go in O(secret_server_args).
+        type: dict
+        default: {}
+      secret_args:
+        description:
+          - More argument names (with underscores) to handle as secrets, besides those whose names contain C(key),
+            C(token), C(secret) or C(password). Secret arguments reach the server through a C(--config) YAML file of
+            mode 0600 in the run directory, never the command line, and are masked in messages and log tails.
+        type: list
+        elements: str
+        default: []
+      environment:
+        description:
+          - The public variables of the server's environment (C(CUDA_VISIBLE_DEVICES), C(HF_HOME)), beside what the
+            launch sets itself (C(PATH), C(HOME), C(HF_HOME) unless set here, C(SPT_NOENV), C(GPUOPS_RUN)).
+          - This option is logged as given; secret variables (C(HF_TOKEN)) go in O(secret_environment). Every value
+            reaches the server through the run directory's 0600 environment file, never a command line.
+        type: dict
+        default: {}
+      python:
+        description:
+          - The Python interpreter that has SGLang installed, for example V(/opt/sglang/venv/bin/python) - inside
+            O(launch.image) for a container. One that cannot import C(sglang) is refused before the running server is
+            touched; its directory goes first on the server's C(PATH).
+        type: path
+        required: true
+      module:
+        description: The server's entry module, run with C(python -m).
+        type: str
+        default: sglang.launch_server
+      pythonpath:
+        description: Directories put on the server's C(PYTHONPATH).
+        type: list
+        elements: path
+        default: []
+      config_file:
+        description:
+          - Pass the arguments as a C(--config) YAML file, with dashed keys, instead of flags. Each launch writes its
+            own file, mode 0600, in its run directory (C(runs/MARKER/server-args.yaml) under O(launch.state_dir)), so
+            that a rollback starts the previous launch with the file it ran with.
+        type: bool
+        default: false
+      user:
+        description:
+          - The user the server runs as - the unit's C(User=), the process supervisor's C(setpriv), a container's
+            C(--user UID:GID); it must exist on the node. The server gets its C(HOME) and C(HF_HOME)
+            (C(HOME/.cache/huggingface), unless O(launch.environment) sets it), and the run and dump directories
+            belong to it.
+        type: str
+        default: root
+      group:
+        description: The group the server runs as (C(Group=)); empty for the primary group of O(launch.user).
+        type: str
+        default: ""
+      dump_group:
+        description:
+          - The group that reads the dumps, for example the training job's - each run directory of dumps is
+            O(launch.user)'s and this group's, mode 2750, and the dumps are mode 0640 files of this group. Empty for
+            the server's own group.
+        type: str
+        default: ""
+      supervisor:
+        description:
+          - V(systemd) runs the server as a unit (C(KillMode=mixed), C(TimeoutStopSec=) from O(launch.term_timeout));
+            V(process) as a detached process in its own session (setsid) with a log file and a pidfile; V(docker) and
+            V(podman) as the main process of a container of O(launch.image), named C(gpuops-sglang-MARKER).
+          - V(auto) picks V(systemd) where systemd is PID 1, else V(process).
+        type: str
+        default: auto
+        choices: [auto, process, systemd, docker, podman]
+      image:
+        description:
+          - The image SGLang is installed in, for O(launch.supervisor=docker) and O(launch.supervisor=podman)
+            (required there); O(launch.python) is its interpreter inside the image. The command-line check runs in a
+            throwaway container of it (C(--network=none)).
+        type: str
+        default: ""
+      shm_size:
+        description:
+          - C(--shm-size) of a Docker container; with C(--ipc=host), which the launch always passes, it applies only
+            where the engine honours it. A Podman container does not get it (Podman refuses it beside C(--ipc=host)).
+        type: str
+        default: 32g
+      container_gpu_options:
+        description:
+          - Options of C(run) that pass the GPUs; V([]) passes every GPU - C(--gpus all) for Docker (NVIDIA Container
+            Toolkit), the CDI device C(--device nvidia.com/gpu=all) for Podman. C(CUDA_VISIBLE_DEVICES) and
+            C(base_gpu_id) still choose among them.
+        type: list
+        elements: str
+        default: []
+      container_network:
+        description:
+          - V(host) runs the container on the host's network; any other network name runs it there, with
+            O(launch.port) published on O(launch.host) (C(--publish HOST:PORT:PORT)).
+        type: str
+        default: host
+      container_restart:
+        description:
+          - The engine's restart policy - V(no), V(on-failure), V(unless-stopped) or V(always). V(no) by default, so
+            that only the collection starts the server; a stop through the engine never triggers a policy.
+        type: str
+        default: "no"
+      container_volumes:
+        description:
+          - More mounts of the container, C(SRC:DST[:OPTIONS]), beside the model (read-only; for a hub ID, the owner's
+            C(HF_HOME)), the dump root and the run directory (read-only), which are always mounted at their host paths.
+        type: list
+        elements: str
+        default: []
+      container_options:
+        description: More options of the server container's C(run), before the image - no secrets, C(inspect) shows them.
+        type: list
+        elements: str
+        default: []
+      unit:
+        description:
+          - Name of the collection's systemd unit, without C(.service). A unit file of this name that lacks the
+            collection's header line (a team's own unit) is never written over - the launch is refused before the
+            running server is touched; a C(sglang.service) that an earlier release wrote is migrated.
+        type: str
+        default: gpuops-sglang
+      unit_dir:
+        description: Directory of the systemd unit file.
+        type: path
+        default: /etc/systemd/system
+      limit_memlock:
+        description: C(LimitMEMLOCK=) of the unit (RDMA and NVSHMEM, as DeepEP uses them, lock memory).
+        type: raw
+        default: infinity
+      limit_nofile:
+        description: C(LimitNOFILE=) of the unit.
+        type: raw
+        default: 1048576
+      restart_on_failure:
+        description: C(Restart=on-failure) in the unit (otherwise C(Restart=no)).
+        type: bool
+        default: false
+      enable:
+        description:
+          - Start at boot - the unit gets C([Install] WantedBy=multi-user.target) and is enabled. Turning it off again
+            leaves an existing enablement alone; disable it with C(systemctl disable).
+        type: bool
+        default: false
+      term_timeout:
+        description:
+          - The seconds written into the unit's C(TimeoutStopSec=), which C(systemctl stop) waits after SIGTERM before
+            SIGKILL - the one stop timeout, O(gpuops.host.sglang_stop#role:main:sglang_stop_term_timeout).
+        type: raw
+        default: 60
+      state_dir:
+        description:
+          - Directory of the server's record (C(server.json)), pidfile, run history (C(runs.jsonl)) and the runs'
+            directories of secret files (C(runs/MARKER)).
+        type: path
+        default: /var/lib/gpuops/sglang
+      log_dir:
+        description: Directory of the server logs, one C(MARKER.log) per launch.
+        type: path
+        default: /var/log/sglang
+      model_path:
+        description: C(--model-path) of the server - a directory on the node, or a HuggingFace hub ID (C(org/name)).
+        type: str
+        required: true
+      check_model_path:
+        description:
+          - Refuse a model path that does not exist on the node, before the running server is touched. A hub ID is
+            looked up in the owner's cache instead (C(HF_HOME/hub/models--org--name/snapshots/)); with
+            C(HF_HUB_OFFLINE) set in the environment, an ID not cached there is refused.
+        type: bool
+        default: true
+      host:
+        description: C(--host) of the server.
+        type: str
+        default: 127.0.0.1
+      port:
+        description: C(--port) of the server.
+        type: int
+        default: 30000
+      dump_root:
+        description:
+          - Where the run directories of hidden-state dumps are created; it must exist. It and every directory above it
+            must belong to root or O(launch.user) and be writable by nobody else (above it, a sticky directory such as
+            C(/tmp) is allowed); see M(gpuops.host.dump_dir).
+        type: path
+        default: /data/hs_dumps
+      run_name:
+        description:
+          - Name of the run directory under O(launch.dump_root); empty for the run marker. A plain directory name -
+            letters, digits, C(.), C(_) and C(-).
+        type: str
+        default: ""
+      dump_min_free_gb:
+        description: Free space (10^9 bytes) that the dump root's filesystem must have.
+        type: float
+        default: 100
+      dump_patch_paths:
+        description: Directories of the SGLang package, relative to it, searched for the hidden-state dump patch (C(*.py)).
+        type: list
+        elements: str
+        default: [srt/models]
+      dump_patch_pattern:
+        description: Regular expression whose presence in the installed SGLang shows the hidden-state dump patch.
+        type: str
+        default: SGLANG_HS_DUMP_DIR
+      ready_path:
+        description:
+          - Path that answers 200 when the server is ready (C(/health_generate) runs a one-token generation). A node of
+            rank 1 or more (O(launch.worker)) is awaited at C(/health) instead.
+        type: str
+        default: /health_generate
+      ready_timeout:
+        description: Seconds to wait for the server to be ready; big models load slowly.
+        type: float
+        default: 1800
+      ready_interval:
+        description: Seconds between two readiness checks; the server's readiness is noticed at most this late.
+        type: float
+        default: 0.5
+      log_tail_lines:
+        description: Lines of the server log quoted, secrets masked, when it fails to become ready.
+        type: int
+        default: 50
+      probe_prompt:
+        description: Prompt of the probe request that must produce a dump file (O(launch.dumps)); unset, a sentence of the collection's.
+        type: str
+      probe_timeout:
+        description: Seconds the probe request may take.
+        type: float
+        default: 60
+      gpus:
+        description:
+          - NVML indices of the GPUs the server must occupy once ready. Empty to derive them from C(base_gpu_id),
+            C(gpu_id_step) and C(tp_size) x C(dp_size) of O(launch.server_args), mapped through C(CUDA_VISIBLE_DEVICES)
+            where the environment sets it.
+        type: list
+        elements: int
+        default: []
+      min_used_mib:
+        description: MiB in use below which a GPU the server should occupy counts as unused.
+        type: int
+        default: 1024
+      expected_count:
+        description:
+          - The number of GPUs NVML must show in the check of the GPUs the server occupies, as
+            O(gpuops.host.gpu_verify#module:expected_count) (the role passes C(gpu_clean_expected_count)).
+        type: int
+      v1_reserved_mib:
+        description:
+          - For a driver without the v2 memory call, the v1 used memory of this node's GPUs when idle, as
+            O(gpuops.host.gpu_verify#module:v1_reserved_mib) (the role passes C(gpu_clean_v1_reserved_mib)).
+        type: int
+      owners:
+        description:
+          - The users whose processes the plan may count as the servers that the restart replaces on O(launch.port)
+            (the role passes C(sglang_stop_owners)); another program there, or another user's, refuses the launch
+            before anything is touched. Unset, V(root) and O(launch.user); empty, every user.
+        type: list
+        elements: str
+      rollback:
+        description:
+          - After a launch that failed once the old server was stopped, start the previous recorded configuration again,
+            as O(rollback) does, and check it as a new server is checked; the call still fails, and says both outcomes
+            (RV(rollback)). Never for a multi-node server (O(launch.multinode)) - a failed group is left stopped.
+        type: bool
+        default: false
+      restart:
+        description:
+          - Restart the server even where nothing differs - its configuration, the SGLang release, the dump patch and
+            the model files are those of the running server.
+        type: bool
+        default: false
+      multinode:
+        description:
+          - This node runs one node of a multi-node server (the role's C(sglang_launch_multinode_group)), whose
+            C(--nnodes), C(--node-rank) and C(--dist-init-addr) are in O(launch.server_args). Neither
+            O(launch.rollback) nor O(launch.lock_release) applies - a node that fails stops the others.
+        type: bool
+        default: false
+      worker:
+        description:
+          - With O(launch.multinode), this node is of rank 1 or more, which takes no request and serves only a health
+            server - it is ready once C(/health) answers and its schedulers (one per GPU) are alive, with neither the
+            probe nor the C(/server_info) check.
+        type: bool
+        default: false
+      lock_run:
+        description:
+          - The run that holds the host lock of M(gpuops.host.host_lock), its O(gpuops.host.host_lock#module:run). The
+            stop checks that the lock still names it before the running server is touched, and again right before the
+            new server is started, so that a run whose lock another controller broke as stale stops there. V("")
+            checks nothing.
+        type: str
+        default: ""
+      lock_path:
+        description: The lock directory of O(launch.lock_run), as O(gpuops.host.host_lock#module:path); V("") for that option's default.
+        type: str
+        default: ""
+      lock_release:
+        description:
+          - Release the host lock of O(launch.lock_run) in this call, once the new server is recorded
+            (O(stop.lock.release)), so that the run needs no call of its own; RV(lock_released) then names the run. A
+            failed launch keeps the lock; never for a multi-node server (O(launch.multinode)).
+        type: bool
+        default: false
 notes:
   - SGLang's C(--config) reader requires a C(.yaml) or C(.yml) file name.
 seealso:
@@ -850,8 +1210,9 @@ said:
   description:
     - one line for each thing a reader should know - how a unit or a container stopped its server, each
       extraction run cut or ended and what it holds, and what was left running (other users' servers, gateways, GPU
-      holders, processes of other PID namespaces); in a failure, what was left running.
-  returned: state is stopped or absent
+      holders, processes of other PID namespaces); in a failure, what was left running. With O(launch), its stop's
+      lines, and a manifest of the extraction run that was not written.
+  returned: state is stopped or absent, or launch is set
   type: list
   elements: str
   sample: ["Left running: the SGLang Model Gateway, pid 3100 (user root) python -m sglang_router.launch_router, listening on TCP ports 30000"]
@@ -1213,6 +1574,108 @@ diff:
   returned: state is started
   type: dict
   sample: {before: "mode: serving\n", after: "mode: extraction\n"}
+status:
+  description:
+    - With O(launch) - V(launched) (the new server runs and passed its checks), V(unchanged) (the running server
+      already has the desired configuration; nothing was touched) or V(check) (check mode, where the server would
+      restart). A failed launch returns its report in RV(launch) instead, with C(status=failed).
+  returned: launch is set
+  type: str
+  sample: launched
+server:
+  description:
+    - With O(launch), what the node runs afterwards - V(new) (the new server), V(unchanged) (the server that already
+      ran the configuration) or V(old) (check mode - the running server, left untouched).
+  returned: launch is set
+  type: str
+  sample: new
+mode:
+  description: With O(launch), the mode of the server the node runs (O(launch.mode); where unchanged, the record's).
+  returned: launch is set
+  type: str
+  sample: extraction
+marker:
+  description:
+    - With O(launch), the run's name (C(GPUOPS_RUN) in the server's environment) - the new run's, or where unchanged
+      the recorded server's.
+  returned: launch is set
+  type: str
+  sample: extraction-20261205T120000Z-node1-0a1b2c3d
+url:
+  description: With O(launch), the base URL where the server answers (C(127.0.0.1) for a server bound to every address).
+  returned: launch is set
+  type: str
+  sample: "http://127.0.0.1:30000"
+dump_dir:
+  description:
+    - With O(launch), the run directory of the server's hidden-state dumps (where unchanged, the recorded server's);
+      null for a mode that does not dump (O(launch.dumps)).
+  returned: launch is set
+  type: str
+  sample: /data/hs_dumps/extraction-20261205T120000Z-node1-0a1b2c3d
+gpus_serving:
+  description: With O(launch), the NVML indices of the GPUs the server occupies (O(launch.gpus), or those its arguments give).
+  returned: launch is set
+  type: list
+  elements: int
+  sample: [0, 1, 2, 3]
+seconds_to_clean:
+  description:
+    - With O(launch), the seconds the stop of the old server took until its GPUs were clean (the stop's
+      C(seconds_to_clean)); null where the server did not restart, and in check mode.
+  returned: launch is set
+  type: float
+  sample: 2.05
+gpus_verified:
+  description:
+    - With O(launch), the GPUs the stop verified clean before the start (the stop's C(gpus_verified)); V(0) where the
+      server did not restart, and in check mode.
+  returned: launch is set
+  type: int
+  sample: 8
+reasons:
+  description:
+    - With O(launch), why the server restarted, or would in check mode, in words, one line per cause - the plan's
+      RV(gpuops.host.sglang_server_info#module:reasons); empty where it stays as it is.
+  returned: launch is set
+  type: list
+  elements: str
+  sample: ["command line: --mem-fraction-static 0.85 -> 0.92", "SGLang release: 0.5.14 -> 0.5.23"]
+message:
+  description:
+    - With O(launch), null - the call succeeded. A failed launch says why in its C(msg) and in RV(launch) (secrets
+      masked).
+  returned: launch is set
+  type: str
+  sample: null
+lock_released:
+  description:
+    - With O(launch) and O(launch.lock_release), the run whose host lock (O(launch.lock_run)) this call released once
+      the new server was recorded; V("") where it released none.
+  returned: launch is set, except in check mode when the server would restart
+  type: str
+  sample: 20260101T000000Z-42
+plan:
+  description:
+    - With O(launch), the plan the call acted on, as M(gpuops.host.sglang_server_info) returns it - C(owner) (the
+      server's user and groups as the node knows them), C(supervisor) (V(auto) chosen on the node), C(needs_restart),
+      C(reasons), C(changes) (the fields that differ), C(current) (the desired identity and what the node has now,
+      which the record keeps), C(record) (the record as it was read) and C(command) (the command line as the installed
+      SGLang's parser checked it), with C(refusals), C(unit_files) and C(mounts) where the plan returned them.
+    - In a failure of the start too.
+  returned: launch is set
+  type: dict
+  sample:
+    owner: {user: sglang, uid: 1001, gid: 1001, dump_gid: 1002, home: /home/sglang,
+            environment: {HOME: /home/sglang, HF_HOME: /home/sglang/.cache/huggingface}}
+    supervisor: systemd
+    needs_restart: true
+    reasons: ["command line: --mem-fraction-static 0.85 -> 0.92"]
+    changes: [{field: argv, words: "command line: --mem-fraction-static 0.85 -> 0.92"}]
+    current: {mode: tuning, sglang: 0.5.23}
+    record: {status: ok, marker: tuning-20261204T101500Z-node1-3f9a2c1b, pid: 4242, url: "http://127.0.0.1:30000"}
+    command: {argv: [/opt/sglang/bin/python, -m, sglang.launch_server, --model-path, /models/qwen,
+                     --mem-fraction-static, "0.92"], expected_gpus: [0, 1, 2, 3], release: 0.5.23}
 """
 
 import copy
@@ -1221,7 +1684,10 @@ import os
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpuops.host.plugins.module_utils._checks import Unreadable
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.gpuops.host.plugins.module_utils._converge import STATES, converge
+from ansible_collections.gpuops.host.plugins.module_utils._launch import OPTIONS as LAUNCH_OPTIONS
+from ansible_collections.gpuops.host.plugins.module_utils._server_info import argument_spec as plan_argument_spec
 from ansible_collections.gpuops.host.plugins.module_utils._nvml import HAS_PYNVML, PYNVML_IMPORT_ERROR, Nvml
 from ansible_collections.gpuops.host.plugins.module_utils._procs import ProcFS
 from ansible_collections.gpuops.host.plugins.module_utils._reap import MissingLibrary, Run
@@ -1229,6 +1695,7 @@ from ansible_collections.gpuops.host.plugins.module_utils._reap_options import a
 from ansible_collections.gpuops.host.plugins.module_utils._sglang import (
     STOP_SETS, ActionFailed, Deps, command_options, lock_options, secrets_of,
 )
+from ansible_collections.gpuops.host.plugins.module_utils._sglang_args import SECRET_NAME
 from ansible_collections.gpuops.host.plugins.module_utils._verify import wait_argument_spec
 
 
@@ -1274,6 +1741,8 @@ def argument_spec():
         secrets=dict(type='list', elements='str', default=[], no_log=True),
         command=dict(type='dict', options=dict(command_options(), config_keys=dict(type='dict', default={}, no_log=False))),
         secret_server_args=dict(type='dict', default={}, no_log=True),
+        secret_environment=dict(type='dict', default={}, no_log=True),
+        launch=dict(type='dict', options=copy.deepcopy(LAUNCH_OPTIONS)),
         run_dir=dict(type='dict', options=dict(
             path=dict(type='path', required=True),
             group=dict(type='int', default=0),
@@ -1330,7 +1799,9 @@ def main():
     module = AnsibleModule(
         argument_spec=argument_spec(),
         required_if=[('state', 'stopped', ('stop',)), ('state', 'absent', ('stop',))],
-        mutually_exclusive=[('relaunch', 'start'), ('relaunch', 'stop')],
+        mutually_exclusive=[('relaunch', 'start'), ('relaunch', 'stop')] + [
+            ('launch', name) for name in ('start', 'relaunch', 'command', 'record', 'run_dir', 'dump_dir', 'checks',
+                                          'environment_file', 'url', 'directories', 'secrets')],
         supports_check_mode=True,
     )
     p = module.params
@@ -1347,7 +1818,21 @@ def main():
     module.no_log_values.update(secrets_of(dict(p['command'] or {}, secrets=p['secrets'],
                                                 secret_server_args=p['secret_server_args'],
                                                 api_key=(p['stop'] or {}).get('api_key'))))
+    if p['launch']:
+        # as gpuops.host.sglang_server_info masks them: the secret environment's values under a secret's name, not the
+        # others, which the plan's identity may record as paths too (HF_HOME)
+        module.no_log_values.difference_update(str(v) for k, v in p['secret_environment'].items()
+                                               if not SECRET_NAME.search(k))
+        module.no_log_values.update(secrets_of(dict(p['launch'], secret_server_args=p['secret_server_args'],
+                                                    environment=p['secret_environment'])))
     module.no_log_values.difference_update([v for v in module.no_log_values if len(v) < 4])
+    specs = {'plan': plan_argument_spec(), 'start': argument_spec()}
+
+    def validated(kind, options):
+        found = ArgumentSpecValidator(specs[kind]).validate(options)
+        if found.error_messages:
+            raise ActionFailed('the launch made invalid %s options: %s' % (kind, '; '.join(found.error_messages)))
+        return found.validated_parameters
 
     def run(argv, environ):
         return module.run_command(argv, environ_update=environ)
@@ -1362,7 +1847,7 @@ def main():
                 self_pids=(os.getpid(), os.getppid()), reaping=lambda params: Run(params, procfs, os.getpid()),
                 open_nvml=open_nvml)
     try:
-        result = converge(p, deps)
+        result = converge(p, deps, validated)
     except MissingLibrary as e:
         module.fail_json(msg=missing_required_lib('nvidia-ml-py', reason=e.reason), exception=PYNVML_IMPORT_ERROR)
     except ActionFailed as e:

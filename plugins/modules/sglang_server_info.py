@@ -557,58 +557,14 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.gpuops.host.plugins.module_utils._checks import Unreadable
 from ansible_collections.gpuops.host.plugins.module_utils._nvml import HAS_PYNVML, Nvml
 from ansible_collections.gpuops.host.plugins.module_utils._procs import ProcFS
-from ansible_collections.gpuops.host.plugins.module_utils._server_info import info
-from ansible_collections.gpuops.host.plugins.module_utils._sglang import ActionFailed, Deps, command_options, secrets_of
+from ansible_collections.gpuops.host.plugins.module_utils._server_info import argument_spec, info
+from ansible_collections.gpuops.host.plugins.module_utils._sglang import ActionFailed, Deps, secrets_of
 from ansible_collections.gpuops.host.plugins.module_utils._sglang_args import SECRET_NAME
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            record_path=dict(type='path', required=True),
-            presets=dict(type='list', elements='str', default=['sglang']),
-            config=dict(type='dict'),
-            secrets_digest=dict(type='str', no_log=False),
-            environment=dict(type='dict', default={}),
-            python=dict(type='path', default='/usr/bin/python3'),
-            pythonpath=dict(type='list', elements='path', default=[]),
-            owner=dict(type='dict', options=dict(user=dict(type='str', required=True),
-                                                 group=dict(type='str', default=''),
-                                                 dump_group=dict(type='str', default=''))),
-            run_as=dict(type='dict', options=dict(uid=dict(type='int', required=True),
-                                                  gid=dict(type='int', required=True))),
-            container=dict(type='dict', options=dict(
-                engine=dict(type='str', choices=['docker', 'podman'], default='docker'),
-                image=dict(type='str', required=True),
-                mounts=dict(type='list', elements='path', default=[]),
-                options=dict(type='list', elements='str', default=[]))),
-            command=dict(type='dict', options=dict(
-                command_options(), entry_module=dict(type='str', default='sglang.launch_server'))),
-            secret_server_args=dict(type='dict', default={}, no_log=True),
-            secret_environment=dict(type='dict', default={}, no_log=True),
-            refuse=dict(type='dict', options=dict(gpus=dict(type='list', elements='int'), port=dict(type='int'),
-                                                  bind_host=dict(type='str'),
-                                                  owners=dict(type='list', elements='str', default=[]),
-                                                  model=dict(type='dict'), dump_dir=dict(type='dict', options=dict(
-                                                      root=dict(type='path', required=True),
-                                                      name=dict(type='str', required=True),
-                                                      owner=dict(type='int'),
-                                                      group=dict(type='int'),
-                                                      min_free_gb=dict(type='float', default=0))))),
-            unit_files=dict(type='dict', options=dict(path=dict(type='path', required=True),
-                                                      old_path=dict(type='path', required=True),
-                                                      mark=dict(type='str', required=True),
-                                                      old_description=dict(type='str', required=True))),
-            model_path=dict(type='str'),
-            hf_home=dict(type='path'),
-            dump_patch=dict(type='dict', options=dict(paths=dict(type='list', elements='str', required=True),
-                                                      pattern=dict(type='str', required=True))),
-            restart=dict(type='bool', default=False),
-            request_timeout=dict(type='float', default=10),
-            extraction=dict(type='bool', default=False),
-            rate_window=dict(type='float', default=600),
-            dump_patterns=dict(type='list', elements='str', default=['*']),
-        ),
+        argument_spec=argument_spec(),
         mutually_exclusive=[('owner', 'run_as')],
         supports_check_mode=True,
     )
