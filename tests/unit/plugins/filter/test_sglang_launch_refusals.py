@@ -18,18 +18,21 @@ NOT_TOUCHED = 'refusing before the running server is touched.'
 def request(**changes):
     """A good request for tuning mode, with CHANGES."""
     base = {'removed': [], 'mode': 'tuning', 'modes': MODES, 'model_path': '/models/glm-5',
-            'python': '/opt/sglang/bin/python', 'run_name': '', 'containerized': False, 'supervisor': 'auto',
-            'image': '', 'mounts': ['/models/glm-5', '/var/lib/gpuops/sglang'], 'mem_fraction_static': 0.92,
-            'argv': ['/opt/sglang/bin/python', '-m', 'sglang.launch_server', '--model-path', '/models/glm-5'],
-            'environment': {'PATH': '/opt/sglang/bin:/usr/bin', 'HF_TOKEN': 'hf_secret'},
+            'python': '/opt/sglang/bin/python', 'module': 'sglang.launch_server', 'run_name': '', 'supervisor': 'auto',
+            'image': '', 'server_args': {'model_path': '/models/glm-5', 'mem_fraction_static': 0.92},
+            'secret_args': [], 'config_file': False, 'state_dir': '/var/lib/gpuops/sglang', 'dump_root': None,
+            'environment': {'PATH': '/opt/sglang/bin:/usr/bin', 'HF_TOKEN': 'hf_secret'}, 'pythonpath': [],
             'names': ['/var/log/gpuops', '/var/lib/gpuops/sglang', 'gpuops-sglang', 'sglang', '']}
+    for name in ('mem_fraction_static', 'served_model_name'):
+        if name in changes:
+            base['server_args'] = dict(base['server_args'], **{name: changes.pop(name)})
     base.update(changes)
     return base
 
 
 def test_a_good_request_is_refused_nothing():
     assert sglang_launch_refusals(request()) == []
-    assert sglang_launch_refusals(request(supervisor='docker', containerized=True, image='lmsysorg/sglang:v0.5.23',
+    assert sglang_launch_refusals(request(supervisor='docker', image='lmsysorg/sglang:v0.5.23',
                                           run_name='glm5-layers-2026.12', mem_fraction_static='0.85')) == []
     assert FilterModule().filters()['sglang_launch_refusals'] is sglang_launch_refusals
 
@@ -63,10 +66,10 @@ def test_a_removed_variable_names_its_replacement():
      'sglang_launch_python is not set: set it to the Python interpreter of the environment SGLang is installed in (for '
      'example /opt/sglang/venv/bin/python); there is no system default. Refusing before the running server is '
      'touched.'),
-    ({'containerized': True, 'supervisor': 'podman', 'image': ''},
+    ({'supervisor': 'podman', 'image': ''},
      'sglang_launch_supervisor podman runs the server in a container of sglang_launch_image, which is not set; '
      + NOT_TOUCHED),
-    ({'containerized': True, 'supervisor': 'docker', 'image': 'i', 'mounts': ['/models/a:b', '/state', '/d:u:mp']},
+    ({'supervisor': 'docker', 'image': 'i', 'model_path': '/models/a:b', 'state_dir': '/state', 'dump_root': '/d:u:mp'},
      "/models/a:b, /d:u:mp: a container engine's --volume splits a path at its colons, so it would mount something "
      "else than this path; rename it or choose another. Refusing before the running server is touched."),
     ({'run_name': '../etc'},
@@ -84,11 +87,11 @@ def test_each_variable_is_refused_with_what_to_set(changes, said):
 
 
 def test_a_colon_is_no_matter_without_a_container():
-    assert sglang_launch_refusals(request(mounts=['/models/a:b'])) == []
+    assert sglang_launch_refusals(request(model_path='/models/a:b')) == []
 
 
 @pytest.mark.parametrize('changes, item', [
-    ({'argv': ['python', '--served-model-name', 'x\nExecStartPre=/bin/sh']},
+    ({'served_model_name': 'x\nExecStartPre=/bin/sh'},
      'the server argument "x\\nExecStartPre=/bin/sh"'),
     # a value is a secret: named by its variable only
     ({'environment': {'HF_TOKEN': 'hf_abc\rX=1'}}, 'the value of the environment variable HF_TOKEN'),
