@@ -246,7 +246,8 @@ def launch(params, deps, validated):
     said = list(stopped.get('said') or []) + (
         ['The manifest of the extraction run %s was not written: %s' % (request.marker, manifest_error)]
         if manifest_error else [])
-    result.update(made, plan=plan, said=said, changed=True)
+    # before: the running server's identity; after: the desired one (the plan's)
+    result.update(made, plan=plan, said=said, changed=True, diff=found['diff'])
     return result
 
 

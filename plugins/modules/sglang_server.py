@@ -1825,6 +1825,10 @@ def main():
                                                if not SECRET_NAME.search(k))
         module.no_log_values.update(secrets_of(dict(p['launch'], secret_server_args=p['secret_server_args'],
                                                     environment=p['secret_environment'])))
+        # what the result's invocation shows of it: the names alone
+        p = dict(p)
+        module.params['secret_environment'] = dict((k, 'VALUE_SPECIFIED_IN_NO_LOG_PARAMETER')
+                                                   for k in p['secret_environment'])
     module.no_log_values.difference_update([v for v in module.no_log_values if len(v) < 4])
     specs = {'plan': plan_argument_spec(), 'start': argument_spec()}
 

@@ -56,7 +56,7 @@ def test_check_diff_shows_the_running_and_the_desired_command_line_and_touches_n
 
     assert run.rc == 0, run.output
     assert node.main_pids() == pids and node.record() == record and node.healthy()
-    diff = lines_after(run, "sglang_launch : Read the node and compare it with this configuration")
+    diff = lines_after(run, "sglang_launch : Converge SGLang on this host to mode tuning")
     assert "--- before: %s/server.json (running)" % node.state_dir in diff, diff[:3000]
     assert "+++ after: desired" in diff
     assert "-mode: serving" in diff and "+mode: tuning" in diff

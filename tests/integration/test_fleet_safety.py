@@ -14,13 +14,14 @@ import secrets
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 
 import pytest
 
-from gpusim.fleet import ANSIBLE, ROLES, Fleet, SimNode, http_get
+from gpusim.fleet import Fleet, SimNode, collections_path, http_get
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox needs root")]
 
@@ -221,36 +222,29 @@ def test_the_launch_writes_the_stop_timeout_of_sglang_stop_into_its_unit(node, f
     assert "TimeoutStopSec=7\n" in unit, unit
 
 
-def test_the_unit_escapes_every_value_and_passes_systemd_analyze_verify(tmp_path, fleet):
-    values = {
-        "sglang_launch_mode": "extraction", "sglang_launch_marker": "extraction-20260101T000000Z",
-        "sglang_launch_run_dir": str(tmp_path / "runs" / "100%"),
-        "sglang_launch_exec_argv": [shutil.which("python3"), "-m", "sglang.launch_server", "--model-path",
-                                    "/models/My Model", "--served-model-name", 'a "quoted" 100% $HOME \\ value',
-                                    "--port", "30000"],
-        "sglang_launch_log": str(tmp_path / "log 100%.log"), "sglang_stop_term_timeout": 75,
-        "sglang_launch_unit_header": "# Managed by gpuops.host (sglang_launch); header",
-        "sglang_launch_owner": {"user": "daemon"}, "sglang_launch_group": "daemon",
-        "sglang_launch_limit_memlock": "infinity", "sglang_launch_limit_nofile": 1048576,
-        "sglang_launch_restart_on_failure": True, "sglang_launch_enable": True,
-    }
+def test_the_unit_escapes_every_value_and_passes_systemd_analyze_verify(tmp_path):
+    # the unit as the node renders it (_launch.Request.unit_file), for a request of the role's variables
+    sys.path.insert(0, collections_path())
+    from ansible_collections.gpuops.host.plugins.module_utils import _launch as launches
+
+    cases = os.path.join(os.path.dirname(__file__), "..", "unit", "plugins", "module_utils", "launch_cases.json")
+    with open(cases) as f:
+        request = dict(json.load(f)["systemd_tuning"]["launch"], mode="extraction", group="daemon",
+                       state_dir=str(tmp_path), log_dir=str(tmp_path / "log 100%"), term_timeout=75,
+                       limit_memlock="infinity", limit_nofile=1048576, restart_on_failure=True, enable=True)
+    exec_argv = [shutil.which("python3"), "-m", "sglang.launch_server", "--model-path", "/models/My Model",
+                 "--served-model-name", 'a "quoted" 100% $HOME \\ value', "--port", "30000"]
     unit = tmp_path / "gpuops-sglang.service"
-    template = os.path.join(ROLES, "sglang_launch", "templates", "sglang.service.j2")
+    unit.write_text(launches.Request(request, marker="100%").unit_file({"user": "daemon"}, exec_argv))
 
-    res = subprocess.run(
-        [ANSIBLE, "localhost", "-c", "local", "-m", "ansible.builtin.template",
-         "-a", "src=%s dest=%s mode=0644" % (template, unit), "-e", json.dumps(values)],
-        env=fleet.env(), capture_output=True, text=True, timeout=120, check=False)
-
-    assert res.returncode == 0, res.stdout + res.stderr
     content = unit.read_text()
     assert "Environment=" not in content.replace("EnvironmentFile=", "")
     assert "EnvironmentFile=%s/runs/100%%%%/server.env" % tmp_path in content
     assert '"--served-model-name" "a \\"quoted\\" 100%% $$HOME \\\\ value"' in content
-    assert "StandardOutput=append:%s/log 100%%%%.log" % tmp_path in content
+    assert "StandardOutput=append:%s/log 100%%%%/100%%%%.log" % tmp_path in content
     assert "KillMode=mixed" in content and "UMask=0027" in content
     assert "TimeoutStopSec=75" in content  # the stop timeout of sglang_stop, one value for both supervisors
-    assert content.splitlines()[0] == "# Managed by gpuops.host (sglang_launch); header"
+    assert content.splitlines()[0] == launches.UNIT_HEADER
     assert "\nUser=daemon\nGroup=daemon\n" in content
     assert "\nLimitMEMLOCK=infinity\nLimitNOFILE=1048576\n" in content and "\nRestart=on-failure\n" in content
     assert content.endswith("\n[Install]\nWantedBy=multi-user.target\n")
