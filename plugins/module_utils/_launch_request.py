@@ -22,8 +22,8 @@ from ansible_collections.gpuops.host.plugins.module_utils._server_config import 
 REMOVED = {
     'sglang_launch_stop_timeout': 'sglang_launch_stop_timeout was removed: the unit\'s TimeoutStopSec is the stop '
                                   'timeout of gpuops.host.sglang_stop, set sglang_stop_term_timeout instead.',
-    'sglang_stop_kill_timeout': 'sglang_stop_kill_timeout was removed: the wait after SIGKILL is gpuops.host.gpu_clean\'s, '
-                                'set gpu_clean_kill_timeout instead (unset, gpuops.host.gpu_reap\'s default applies).',
+    'sglang_launch_planned': 'sglang_launch_planned was removed: the launch plans in the call that converges the node; '
+                             'include the role\'s entry point plan first only to read sglang_launch_plan.',
 }
 ENGINES = ('docker', 'podman')
 NOT_TOUCHED = 'refusing before the running server is touched.'

@@ -118,3 +118,17 @@ def test_every_refusal_is_said_at_once():
 def test_what_it_cannot_take_is_a_clear_error():
     with pytest.raises(AnsibleFilterError, match='takes the role'):
         sglang_launch_refusals(['tuning'])
+
+
+@pytest.mark.parametrize('name, replacement', [
+    ('sglang_launch_planned', 'the launch plans in the call that converges the node'),
+])
+def test_the_other_removed_variables_name_what_replaces_them(name, replacement):
+    refused = sglang_launch_refusals(request(removed=[name]))
+    assert len(refused) == 1 and refused[0].startswith(name + ' was removed: ') and replacement in refused[0]
+
+
+def test_a_hub_model_in_a_container_mounts_the_cache_its_environment_names():
+    said = sglang_launch_refusals(request(supervisor='docker', image='i', model_path='org/model',
+                                          environment={'HF_HOME': '/data/hf:cache'}))
+    assert said and said[0].startswith('/data/hf:cache: a container engine')

@@ -400,3 +400,88 @@ def test_relaunch_starts_the_record_s_configuration_again_and_stops_nothing(step
         assert e.value.msg == 'starting the configuration of serving-1 again failed: it exited'
         assert e.value.result['rollback']['ok'] is False
     assert got == [(record, 'extraction-2')] and steps[0] == []
+
+
+# -- launch: the plan, then where it says so the start, in one call --
+
+CASES = json.load(open(os.path.join(os.path.dirname(__file__), 'launch_cases.json')))
+
+
+@pytest.fixture
+def launching(monkeypatch):
+    """A launch of the recorded process request, with _server_info.info and started as recording stand-ins: PLAN
+    is what info answers (needs_restart False: the server runs as desired), FAIL makes the start fail."""
+    from ansible_collections.gpuops.host.plugins.module_utils import _server_info
+    case = CASES['process_extraction']
+    calls, state = [], {'needs': True, 'fail': False}
+
+    def info(p, deps):
+        calls.append(('plan', p))
+        return dict(case['plan'], needs_restart=state['needs'], reasons=['mode: serving -> extraction'],
+                    changes=[], diff={'before': 'mode: serving\n', 'after': 'mode: extraction\n'},
+                    record=dict(case['plan']['record'], mode='serving', marker='serving-1', pid=4100,
+                                url='http://127.0.0.1:30000', gpus_serving=[0, 1]))
+
+    def started(p, deps):
+        calls.append(('start', p))
+        if state['fail']:
+            raise _sglang.ActionFailed('the server exited while loading', {'launch': {'status': 'failed'}})
+        return {'changed': True, 'ready': True, 'pid': 4200, 'seconds_to_ready': 3.2,
+                'stopped': {'summary': {'seconds_to_clean': 1.5, 'gpus_verified': 2}, 'said': ['Stopped pid 4100']},
+                'lock': {'released': True}, 'record_written': {'manifest_error': None}, 'diff': {'before': 'x'}}
+
+    monkeypatch.setattr(_server_info, 'info', info)
+    monkeypatch.setattr(converging, 'started', started)
+    params = {'state': 'started', 'launch': dict(case['launch'], node_name='node1'),
+              'secret_server_args': case['secret_server_args'], 'secret_environment': case['secret_environment'],
+              'stop': {'dump_patterns': ['*']}}
+
+    def validated(kind, options):
+        calls.append(('validated', kind))
+        return options
+
+    return params, validated, calls, state
+
+
+def test_launch_plans_then_starts_with_the_options_the_plan_gives(launching):
+    params, validated, calls, state = launching
+    result = converging.converge(params, Deps(), validated)
+    assert [c[0] if c[0] != 'validated' else c[1] for c in calls] == ['plan', 'plan', 'start', 'start']
+    plan_options, start_options = calls[1][1], calls[3][1]
+    assert plan_options['config']['mode'] == 'extraction' and plan_options['secret_server_args'] == {
+        'api_key': 'sk-secret-1234'}
+    assert start_options['start']['kind'] == 'process' and start_options['stop']['lock'] == {'run': 'run-1',
+                                                                                            'release': True}
+    marker = start_options['record']['fields']['marker']
+    assert marker.startswith('extraction-') and '-node1-' in marker
+    assert (result['status'], result['server'], result['changed'], result['pid']) == ('launched', 'new', True, 4200)
+    assert (result['seconds_to_clean'], result['gpus_verified'], result['lock_released']) == (1.5, 2, 'run-1')
+    assert result['said'] == ['Stopped pid 4100'] and result['reasons'] == ['mode: serving -> extraction']
+    # the plan's diff: the running server against the desired one
+    assert result['diff'] == {'before': 'mode: serving\n', 'after': 'mode: extraction\n'}
+    assert result['plan']['needs_restart'] is True
+
+
+def test_launch_of_a_server_that_runs_as_desired_starts_nothing(launching):
+    params, validated, calls, state = launching
+    state['needs'] = False
+    result = converging.converge(params, Deps(), validated)
+    assert [c[0] for c in calls if c[0] != 'validated'] == ['plan']
+    assert (result['status'], result['server'], result['changed']) == ('unchanged', 'unchanged', False)
+    assert (result['marker'], result['pid'], result['gpus_serving']) == ('serving-1', 4100, [0, 1])
+
+
+def test_launch_in_check_mode_says_what_it_would_start(launching):
+    params, validated, calls, state = launching
+    result = converging.converge(params, Deps(check_mode=True), validated)
+    assert (result['status'], result['server'], result['pid'], result['changed']) == ('check', 'old', None, True)
+    assert 'lock_released' not in result
+
+
+def test_a_failed_launch_carries_its_plan(launching):
+    params, validated, calls, state = launching
+    state['fail'] = True
+    with pytest.raises(_sglang.ActionFailed) as failed:
+        converging.converge(params, Deps(), validated)
+    assert failed.value.result['plan']['reasons'] == ['mode: serving -> extraction']
+    assert failed.value.result['launch'] == {'status': 'failed'}

@@ -276,6 +276,12 @@ def test_a_secret_argument_inside_command_is_refused_not_dropped(run_module, inf
     ({'url': 'http://x', 'start': {'kind': 'process'}, 'interval': float('inf')}, 'all finite'),
     ({'state': 'stopped', 'stop': {'timeout': float('nan')}}, 'stop.timeout must be 0 or more'),
     ({'state': 'stopped', 'stop': {'request_timeout': 0}}, 'stop.request_timeout more than 0'),
+    # the launch fills in the start's options itself
+    ({'launch': {'mode': 'serving', 'python': '/usr/bin/python3', 'model_path': '/m'}, 'start': {'kind': 'process'}},
+     'parameters are mutually exclusive: launch|start'),
+    ({'launch': {'mode': 'serving', 'python': '/usr/bin/python3'}}, 'missing required arguments: model_path'),
+    ({'launch': {'mode': 'serving', 'python': '/usr/bin/python3', 'model_path': '/m', 'supervisor': 'lxc'}},
+     'value of supervisor must be one of: auto, process, systemd, docker, podman, got: lxc found in launch'),
 ])
 def test_options_refused(run_module, args, message):
     outcome, result, dummy = run_module(sglang_server, args)
