@@ -233,8 +233,11 @@ def launch(params, deps, validated):
         result = started(p, deps)
     except sglang.ActionFailed as e:
         e.result['plan'] = plan
+        if e.result.get('launch') is not None and e.result.get('stopped'):
+            # what the summary reads of the stop that came first (the extraction runs it left)
+            e.result['launch'] = dict(e.result['launch'], stopped={'summary': e.result['stopped'].get('summary')})
         raise
-    _, launched, would = request.results(found)
+    launched, would = request.results(found)[1:]
     stopped = result.get('stopped') or {}
     summary = stopped.get('summary') or {}
     lock_run = ((p['stop'] or {}).get('lock') or {}).get('run')

@@ -409,7 +409,7 @@ class Request:
         mounts, unit_files, current, record), with STOP the stop's options (the new API key and the lock added)."""
         r, owner, checked = self.r, plan['owner'], plan['command']
         uid, gid = int(owner['uid']), int(owner['gid'])
-        record, launched, _ = self.results(plan)
+        record, launched = self.results(plan)[:2]
         before = plan.get('record') or {}
         api_key = self.args.get('api_key') or None
         if api_key:
