@@ -1089,6 +1089,31 @@ seealso:
 """
 
 EXAMPLES = r"""
+- name: Converge the node to SGLang in tuning mode - restarted only where what runs differs, and why said in reasons
+  gpuops.host.sglang_server:
+    state: started
+    launch:
+      mode: tuning
+      python: /opt/sglang/venv/bin/python
+      model_path: /models/glm-5
+      server_args: {tp_size: 8, mem_fraction_static: 0.92, cuda_graph_max_bs_decode: 160}
+      user: sglang
+      supervisor: systemd
+      state_dir: /var/lib/gpuops/sglang
+    secret_server_args: {api_key: "{{ vault_sglang_api_key }}"}
+    secret_environment: {HF_TOKEN: "{{ vault_hf_token }}"}
+    stop:
+      record_path: /var/lib/gpuops/sglang/server.json
+      owners: [root, sglang]
+  register: converged
+
+- name: The same in check mode - what would change, with --diff the running and the desired configuration
+  gpuops.host.sglang_server:
+    state: started
+    launch: {mode: tuning, python: /opt/sglang/venv/bin/python, model_path: /models/glm-5}
+  check_mode: true
+  register: plan
+
 - name: Stop every SGLang server of the node - find, drain, stop through their supervisors, stop what is left, verify the GPUs
   gpuops.host.sglang_server:
     state: stopped

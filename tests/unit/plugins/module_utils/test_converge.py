@@ -450,8 +450,8 @@ def test_launch_plans_then_starts_with_the_options_the_plan_gives(launching):
     plan_options, start_options = calls[1][1], calls[3][1]
     assert plan_options['config']['mode'] == 'extraction' and plan_options['secret_server_args'] == {
         'api_key': 'sk-secret-1234'}
-    assert start_options['start']['kind'] == 'process' and start_options['stop']['lock'] == {'run': 'run-1',
-                                                                                            'release': True}
+    assert start_options['start']['kind'] == 'process'
+    assert start_options['stop']['lock'] == {'run': 'run-1', 'release': True}
     marker = start_options['record']['fields']['marker']
     assert marker.startswith('extraction-') and '-node1-' in marker
     assert (result['status'], result['server'], result['changed'], result['pid']) == ('launched', 'new', True, 4200)
