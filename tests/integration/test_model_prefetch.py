@@ -235,7 +235,7 @@ def test_restart_prefetches_the_model_before_the_old_server_is_stopped(tmp_path)
         run = fleet.playbook("restart_serving.yml", "-v")
         assert run.rc == 0, run.output
         prefetched = run.output.index("TASK [gpuops.host.sglang_launch : Read the model's files]")
-        stopped = run.output.index("TASK [gpuops.host.sglang_launch : Converge SGLang on this host to mode serving]")
+        stopped = run.output.rindex("TASK [gpuops.host.sglang_launch : Converge SGLang on this host to mode serving]")
         assert prefetched < stopped, run.output
         read = [int(n) for n in re.findall(r'"bytes_read": (\d+)', run.output)]
         assert len(read) == 1 and total * 0.9 <= read[0] <= total, run.output
