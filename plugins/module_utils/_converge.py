@@ -21,12 +21,10 @@ from __future__ import annotations
 
 import socket
 
-from ansible_collections.gpuops.host.plugins.module_utils import _launch as launches
 from ansible_collections.gpuops.host.plugins.module_utils import _recovery as recovery
 from ansible_collections.gpuops.host.plugins.module_utils import _run_dir as run_dirs
 from ansible_collections.gpuops.host.plugins.module_utils._dump_dir import DumpDir, DumpDirError
 from ansible_collections.gpuops.host.plugins.module_utils import _server_config as config
-from ansible_collections.gpuops.host.plugins.module_utils import _server_info as server_info
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang as sglang
 from ansible_collections.gpuops.host.plugins.module_utils import _start as starts
 from ansible_collections.gpuops.host.plugins.module_utils._timeline import Timeline
@@ -221,6 +219,9 @@ def launch(params, deps, validated):
     where the server must (re)start, the start (started) with the options the plan's answers give. VALIDATED(kind,
     options) fills in the defaults of the plan's (``plan``) or the start's (``start``) options as their modules' argument
     specs do."""
+    # loaded for a launch only: a stop does not pay for them
+    from ansible_collections.gpuops.host.plugins.module_utils import _launch as launches
+    from ansible_collections.gpuops.host.plugins.module_utils import _server_info as server_info
     r = params['launch']
     request = launches.Request(r, params.get('secret_server_args'), params.get('secret_environment'),
                                marker=launches.marker(r['mode'], r['node_name'] or socket.gethostname()))

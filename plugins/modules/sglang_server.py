@@ -1709,10 +1709,8 @@ import os
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpuops.host.plugins.module_utils._checks import Unreadable
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.gpuops.host.plugins.module_utils._converge import STATES, converge
-from ansible_collections.gpuops.host.plugins.module_utils._launch import OPTIONS as LAUNCH_OPTIONS
-from ansible_collections.gpuops.host.plugins.module_utils._server_info import argument_spec as plan_argument_spec
+from ansible_collections.gpuops.host.plugins.module_utils._launch_options import OPTIONS as LAUNCH_OPTIONS
 from ansible_collections.gpuops.host.plugins.module_utils._nvml import HAS_PYNVML, PYNVML_IMPORT_ERROR, Nvml
 from ansible_collections.gpuops.host.plugins.module_utils._procs import ProcFS
 from ansible_collections.gpuops.host.plugins.module_utils._reap import MissingLibrary, Run
@@ -1855,10 +1853,12 @@ def main():
         module.params['secret_environment'] = dict((k, 'VALUE_SPECIFIED_IN_NO_LOG_PARAMETER')
                                                    for k in p['secret_environment'])
     module.no_log_values.difference_update([v for v in module.no_log_values if len(v) < 4])
-    specs = {'plan': plan_argument_spec(), 'start': argument_spec()}
 
     def validated(kind, options):
-        found = ArgumentSpecValidator(specs[kind]).validate(options)
+        # loaded for a launch only: a stop does not pay for them
+        from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+        from ansible_collections.gpuops.host.plugins.module_utils._server_info import argument_spec as plan_spec
+        found = ArgumentSpecValidator(plan_spec() if kind == 'plan' else argument_spec()).validate(options)
         if found.error_messages:
             raise ActionFailed('the launch made invalid %s options: %s' % (kind, '; '.join(found.error_messages)))
         return found.validated_parameters
