@@ -21,8 +21,11 @@ options:
   _input:
     description:
       - The variables - C(removed) (names of removed variables that are set), C(mode), C(modes), C(model_path),
-        C(python), C(run_name), C(containerized), C(supervisor), C(image), C(mounts), and where the mode is one of
-        C(modes) also C(mem_fraction_static), C(argv), C(environment) and C(names).
+        C(python), C(module), C(run_name), C(supervisor), C(image), C(server_args) (every argument, secret ones
+        included), C(secret_args), C(config_file), C(state_dir), C(dump_root) (in a dumping mode), C(environment) (the
+        role's and the mode's), C(pythonpath) and C(names) (the paths and names that go into the unit file).
+      - The command line is rendered from them as the node renders it, and a container's mounts are the model (or, for
+        a hub ID, the environment's C(HF_HOME)), the state directory and the dump root.
     type: dict
     required: true
 """

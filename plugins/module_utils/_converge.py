@@ -238,14 +238,14 @@ def launch(params, deps, validated):
             # what the summary reads of the stop that came first (the extraction runs it left)
             e.result['launch'] = dict(e.result['launch'], stopped={'summary': e.result['stopped'].get('summary')})
         raise
-    launched, would = request.results(found)[1:]
+    # the record's entry is the launch's result, less what the start adds
+    launched = p['record']['entry']
     stopped = result.get('stopped') or {}
     summary = stopped.get('summary') or {}
-    lock_run = ((p['stop'] or {}).get('lock') or {}).get('run')
-    made = would if deps.check_mode else dict(
+    made = launches.would(launched) if deps.check_mode else dict(
         launched, pid=result.get('pid'), seconds_to_ready=result.get('seconds_to_ready'),
         seconds_to_clean=summary.get('seconds_to_clean'), gpus_verified=summary.get('gpus_verified'),
-        lock_released=lock_run if (result.get('lock') or {}).get('released') else '')
+        lock_released=r['lock_run'] if (result.get('lock') or {}).get('released') else '')
     manifest_error = (result.get('record_written') or {}).get('manifest_error')
     said = list(stopped.get('said') or []) + (
         ['The manifest of the extraction run %s was not written: %s' % (request.marker, manifest_error)]

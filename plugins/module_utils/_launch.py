@@ -53,6 +53,13 @@ def marker(mode, host, now=None, token=None):
     return '%s-%s-%s-%08x' % (mode, stamp, re.sub(r'[^A-Za-z0-9_.-]', '-', host)[:32], token)
 
 
+def would(launched):
+    """The result of a launch in check mode, from LAUNCHED (Request.results): what it would start, the old server
+    still running."""
+    return dict(launched, status='check', server='old', pid=None, seconds_to_clean=None, seconds_to_ready=None,
+                gpus_verified=0)
+
+
 def _word(text):
     """TEXT as one word of a unit's ExecStart= (systemd.syntax): double-quoted, \\ and " escaped, % and $ doubled."""
     text = str(text)
@@ -317,13 +324,9 @@ class Request:
                 'container': self.container_name}
 
     def results(self, plan):
-        """The record of the new server once it passed its checks, and the results of the launch: ``launched`` (less
-        what the start adds: pid, seconds_to_ready, and the stop's seconds_to_clean and gpus_verified) and
-        ``would`` (in check mode)."""
+        """The record of the new server once it passed its checks, and ``launched``, the result of the launch (less
+        what the start adds: pid, seconds_to_ready, and the stop's seconds_to_clean and gpus_verified)."""
         r, kind, checked = self.r, plan['supervisor'], plan['command']
-        common = {'mode': r['mode'], 'marker': self.marker, 'url': self.url, 'dump_dir': self.dump_dir,
-                  'gpus_serving': self.expected_gpus, 'message': None, 'rollback': None,
-                  'reasons': plan.get('reasons') or []}
         record = {
             'status': 'ok', 'marker': self.marker, 'mode': r['mode'], 'url': self.url, 'supervisor': kind,
             'unit': r['unit'] if kind == 'systemd' else None,
@@ -331,17 +334,17 @@ class Request:
             'dump_dir': self.dump_dir, 'identity': plan['current'], 'argv': checked['argv'], 'run_dir': self.run_dir,
             'relaunch': self.start(plan), 'gpus_serving': self.expected_gpus,
             'expected_info': checked.get('expected_info') if r['verify_info'] else None}
-        launched = dict(common, status='launched', server='new', changed=True)
-        would = dict(common, status='check', server='old', changed=True, pid=None, seconds_to_clean=None,
-                     seconds_to_ready=None, gpus_verified=0)
-        return record, launched, would
+        launched = {'status': 'launched', 'server': 'new', 'changed': True, 'mode': r['mode'], 'marker': self.marker,
+                    'url': self.url, 'dump_dir': self.dump_dir, 'gpus_serving': self.expected_gpus, 'message': None,
+                    'rollback': None, 'reasons': plan.get('reasons') or []}
+        return record, launched
 
     def start_options(self, plan, stop):
         """The options of _converge.started once the node answered the plan (PLAN: owner, supervisor, command,
         mounts, unit_files, current, record), with STOP the stop's options (the new API key and the lock added)."""
         r, owner, checked = self.r, plan['owner'], plan['command']
         uid, gid = int(owner['uid']), int(owner['gid'])
-        record, launched = self.results(plan)[:2]
+        record, launched = self.results(plan)
         before = plan.get('record') or {}
         api_key = self.args.get('api_key') or None
         if api_key:

@@ -114,6 +114,18 @@ def secrets_of(p):
     return [s for s in secrets if s]
 
 
+def plan_masks(no_log_values, command, secret_server_args, secret_environment):
+    """What a result that holds a plan masks, and what its invocation shows of SECRET_ENVIRONMENT: NO_LOG_VALUES less
+    the secret environment's values under no secret's name (a plan's identity records paths that such a variable may
+    name too, HF_HOME: masked there, the next plan would read a change that is none), with every secret of COMMAND (its
+    secret arguments, SECRET_SERVER_ARGS, the environment's values under a secret's name); and the secret
+    environment's names alone."""
+    masked = set(no_log_values) - set(str(v) for k, v in secret_environment.items() if not sargs.SECRET_NAME.search(k))
+    masked.update(secrets_of(dict(command or {}, secret_server_args=secret_server_args,
+                                  environment=secret_environment)))
+    return masked, dict((k, 'VALUE_SPECIFIED_IN_NO_LOG_PARAMETER') for k in secret_environment)
+
+
 def _redactor(p):
     return sargs.Redactor(secrets_of(p))
 

@@ -1716,9 +1716,8 @@ from ansible_collections.gpuops.host.plugins.module_utils._procs import ProcFS
 from ansible_collections.gpuops.host.plugins.module_utils._reap import MissingLibrary, Run
 from ansible_collections.gpuops.host.plugins.module_utils._reap_options import argument_spec as reap_argument_spec
 from ansible_collections.gpuops.host.plugins.module_utils._sglang import (
-    STOP_SETS, ActionFailed, Deps, command_options, lock_options, secrets_of,
+    STOP_SETS, ActionFailed, Deps, command_options, lock_options, plan_masks, secrets_of,
 )
-from ansible_collections.gpuops.host.plugins.module_utils._sglang_args import SECRET_NAME
 from ansible_collections.gpuops.host.plugins.module_utils._verify import wait_argument_spec
 
 
@@ -1842,16 +1841,12 @@ def main():
                                                 secret_server_args=p['secret_server_args'],
                                                 api_key=(p['stop'] or {}).get('api_key'))))
     if p['launch']:
-        # as gpuops.host.sglang_server_info masks them: the secret environment's values under a secret's name, not the
-        # others, which the plan's identity may record as paths too (HF_HOME)
-        module.no_log_values.difference_update(str(v) for k, v in p['secret_environment'].items()
-                                               if not SECRET_NAME.search(k))
-        module.no_log_values.update(secrets_of(dict(p['launch'], secret_server_args=p['secret_server_args'],
-                                                    environment=p['secret_environment'])))
-        # what the result's invocation shows of it: the names alone
+        # its result holds a plan: masked as gpuops.host.sglang_server_info masks one
         p = dict(p)
-        module.params['secret_environment'] = dict((k, 'VALUE_SPECIFIED_IN_NO_LOG_PARAMETER')
-                                                   for k in p['secret_environment'])
+        masked, module.params['secret_environment'] = plan_masks(module.no_log_values, p['launch'],
+                                                                 p['secret_server_args'], p['secret_environment'])
+        module.no_log_values.clear()
+        module.no_log_values.update(masked)
     module.no_log_values.difference_update([v for v in module.no_log_values if len(v) < 4])
 
     def validated(kind, options):

@@ -558,8 +558,7 @@ from ansible_collections.gpuops.host.plugins.module_utils._checks import Unreada
 from ansible_collections.gpuops.host.plugins.module_utils._nvml import HAS_PYNVML, Nvml
 from ansible_collections.gpuops.host.plugins.module_utils._procs import ProcFS
 from ansible_collections.gpuops.host.plugins.module_utils._server_info import argument_spec, info
-from ansible_collections.gpuops.host.plugins.module_utils._sglang import ActionFailed, Deps, secrets_of
-from ansible_collections.gpuops.host.plugins.module_utils._sglang_args import SECRET_NAME
+from ansible_collections.gpuops.host.plugins.module_utils._sglang import ActionFailed, Deps, plan_masks
 
 
 def main():
@@ -576,13 +575,10 @@ def main():
     # (HF_HOME): masked there, the next plan would read a change that is none. Values of under 4 characters
     # (HF_HUB_OFFLINE=1) are masked nowhere: masking them would garble every number.
     p = dict(module.params)
-    module.no_log_values.difference_update(str(v) for k, v in p['secret_environment'].items()
-                                           if not SECRET_NAME.search(k))
-    module.no_log_values.update(secrets_of(dict(p['command'] or {}, secret_server_args=p['secret_server_args'],
-                                                environment=p['secret_environment'])))
-    module.no_log_values.difference_update([v for v in module.no_log_values if len(v) < 4])
-    # What the result's invocation shows of it: the names alone.
-    module.params['secret_environment'] = dict((k, 'VALUE_SPECIFIED_IN_NO_LOG_PARAMETER') for k in p['secret_environment'])
+    masked, module.params['secret_environment'] = plan_masks(module.no_log_values, p['command'], p['secret_server_args'],
+                                                             p['secret_environment'])
+    module.no_log_values.clear()
+    module.no_log_values.update(v for v in masked if len(v) >= 4)
     if not p['request_timeout'] > 0:
         module.fail_json(msg='request_timeout must be more than 0, got %r' % p['request_timeout'])
     if not 0 < p['rate_window'] < float('inf'):

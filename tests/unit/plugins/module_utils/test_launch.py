@@ -33,7 +33,8 @@ def test_request_renders_as_the_role_did(name):
     expected = case['expected']
     r = request(case)
     options = r.start_options(case['plan'], {'dump_patterns': ['*']})
-    record, launched, would = r.results(case['plan'])
+    record, launched = r.results(case['plan'])
+    would = launches.would(launched)
     assert r.identity() == expected['identity']
     assert r.secrets_digest() == expected['digest']
     assert (r.public_env, r.secret_env) == (expected['public_env'], expected['secret_env'])

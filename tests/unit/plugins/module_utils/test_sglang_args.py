@@ -377,3 +377,14 @@ def test_masked_masks_every_string_of_a_result():
     assert sargs.masked(result, sargs.Redactor()) == {
         'msg': 'pid 4 python -m x --api-key ********', 'n': 3,
         'stopped': [{'cmdline': 'x --admin-api-key=******** --port 1', 'pid': 4}]}
+
+
+def test_a_plan_s_result_masks_secrets_but_not_the_paths_a_plain_variable_names():
+    """_sglang.plan_masks: what sglang_server_info and sglang_server's launch mask in a result that holds a plan."""
+    from ansible_collections.gpuops.host.plugins.module_utils._sglang import plan_masks
+    masked, shown = plan_masks({'/data/hf-cache', 'already-masked'}, {'server_args': {'model_path': '/m'}},
+                               {'api_key': 'sk-12345'}, {'HF_TOKEN': 'hf_tok_12345', 'MY_CACHE': '/data/hf-cache'})
+    # a plain variable's value may be a path the plan's identity records: masked there, the next plan would differ
+    assert '/data/hf-cache' not in masked
+    assert {'already-masked', 'sk-12345', 'hf_tok_12345'} <= masked
+    assert shown == {'HF_TOKEN': 'VALUE_SPECIFIED_IN_NO_LOG_PARAMETER', 'MY_CACHE': 'VALUE_SPECIFIED_IN_NO_LOG_PARAMETER'}
