@@ -220,7 +220,7 @@ class Request:
         tails (of 4 characters or more; the longer first)."""
         values = list(self.r['environment'].values()) + list(self.secret_env.values())
         values += [self.args[name] for name in self.rendered['secret_args'] if name in self.args]
-        return sorted(set(str(v) for v in values if len(str(v)) >= 4), key=str.lower, reverse=True)
+        return sargs.masked_values(values)
 
     def process_argv(self, owner, exec_argv):
         """A detached process in its own session, as its user. The environment comes from the 0600 file, read by the

@@ -16,6 +16,7 @@ import json
 import re
 
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang_args as sargs
+from ansible_collections.gpuops.host.plugins.module_utils._launch import ENGINES
 from ansible_collections.gpuops.host.plugins.module_utils._server_config import HUB_ID
 
 # Variables the role no longer reads, and what replaces each.
@@ -25,7 +26,6 @@ REMOVED = {
     'sglang_launch_planned': 'sglang_launch_planned was removed: the launch plans in the call that converges the node; '
                              'include the role\'s entry point plan first only to read sglang_launch_plan.',
 }
-ENGINES = ('docker', 'podman')
 NOT_TOUCHED = 'refusing before the running server is touched.'
 MODE = re.compile(r'[a-z][a-z0-9_]*')
 RUN_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9._-]*')
@@ -136,3 +136,22 @@ def refusals(v):
                     'systemd unit or the environment file and could add directives or variables; %s'
                     % ('; '.join(broken), NOT_TOUCHED))
     return said
+
+
+# Added to a failure of an interpreter that cannot import SGLang (the plan's read of its release, the parser's check).
+PYTHON_HINT = (' sglang_launch_python must be the interpreter of the environment SGLang is installed in; refusing '
+               'before the running server is touched.')
+
+
+def failure(failed, mode, secrets=()):
+    """The launch result of the converging call that FAILED (its task result): the node's own report where it
+    answered, else a refusal before the node was touched (an option the module refused, a variable that could not be
+    read), in mode MODE, its message with SECRETS masked."""
+    if isinstance(failed.get('launch'), dict):
+        return failed['launch']
+    msg = sargs.Redactor(secrets)(str(failed.get('msg') or 'failed'))
+    if 'cannot import sglang' in msg:
+        msg += PYTHON_HINT
+    return {'status': 'failed', 'server': 'old', 'changed': False, 'mode': mode, 'marker': None, 'pid': None,
+            'url': None, 'dump_dir': None, 'seconds_to_clean': None, 'seconds_to_ready': None, 'gpus_verified': None,
+            'gpus_serving': [], 'rollback': None, 'reasons': [], 'message': msg + ' The running server was not touched.'}

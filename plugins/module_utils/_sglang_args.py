@@ -253,6 +253,11 @@ def secret_values(args, extra=()):
     return sorted(set(str(args[n]) for n in secret_names(args, extra) if args[n] not in (None, False, True, '')))
 
 
+def masked_values(values):
+    """VALUES to mask in a message or a log: as strings of 4 characters or more, the longer (then later) first."""
+    return sorted(set(str(value) for value in values if len(str(value)) >= 4), key=str.lower, reverse=True)
+
+
 class Redactor:
     """Replaces known secret values, and the value of any secret-named flag or ``name='value'`` pair
     (SGLang logs ``server_args=ServerArgs(..., api_key='...')`` at start), with a mask."""

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import textwrap
@@ -351,16 +350,6 @@ def test_config_keys_that_the_release_refuses_in_a_file_are_renamed(sglang, tmp_
     assert found.get('config_keys', {}) == renamed
     assert sargs.render_config({'cuda_graph_max_bs_decode': 160}, renamed) == \
         {renamed.get('cuda-graph-max-bs-decode', 'cuda-graph-max-bs-decode'): 160}
-
-
-def test_the_launch_role_splits_secret_arguments_by_the_same_rule():
-    """sglang_launch passes the secret arguments apart (secret_server_args): its regular expression is SECRET_NAME."""
-    import yaml
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', '..', 'roles', 'sglang_launch',
-                        'vars', 'main.yml')
-    with open(path) as f:
-        regex = yaml.safe_load(f)['sglang_launch_secret_name_regex']
-    assert sargs.SECRET_NAME.flags & re.IGNORECASE and regex == '(?i)' + sargs.SECRET_NAME.pattern
 
 
 def test_redactor_masks_the_repr_and_json_forms_of_a_secret():
