@@ -25,6 +25,8 @@ REMOVED = {
                                   'timeout of gpuops.host.sglang_stop, set sglang_stop_term_timeout instead.',
     'sglang_launch_planned': 'sglang_launch_planned was removed: the launch plans in the call that converges the node; '
                              'include the role\'s entry point plan first only to read sglang_launch_plan.',
+    'sglang_stop_kill_timeout': 'sglang_stop_kill_timeout was removed: the wait after SIGKILL is gpuops.host.gpu_clean\'s, '
+                                'set gpu_clean_kill_timeout instead (unset, gpuops.host.gpu_reap\'s default applies).',
 }
 NOT_TOUCHED = 'refusing before the running server is touched.'
 MODE = re.compile(r'[a-z][a-z0-9_]*')

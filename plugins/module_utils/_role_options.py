@@ -79,6 +79,8 @@ def reap_options(get):
 
 def stop_options(get):
     """gpuops.host.sglang_server's stop option from the sglang_stop_* variables (and gpu_clean_*'s reap and verify)."""
+    if get('sglang_stop_kill_timeout', _UNSET) is not _UNSET:
+        raise RoleOptionsError(REMOVED['sglang_stop_kill_timeout'])
     options = {'record_path': '%s/server.json' % get('sglang_stop_state_dir'), 'reap': reap_options(get)}
     options.update((option, get('sglang_stop_' + name)) for option, name in STOP.items())
     options.update(_set((option, get('sglang_stop_' + name)) for option, name in STOP_UNSET.items()))

@@ -124,6 +124,9 @@ REFUSALS = {
     "bad flag": (["-e", json.dumps({"sglang_launch_server_args": {"tp_size": 2, "enable_cuda_graph": True}})],
                  "error: unrecognized arguments: --enable-cuda-graph"),
     "missing patch": ([], "does not carry the hidden-state dump patch"),
+    "removed variable": (["-e", "sglang_stop_kill_timeout=5"],
+                         "sglang_stop_kill_timeout was removed: the wait after SIGKILL is gpuops.host.gpu_clean's, set "
+                         "gpu_clean_kill_timeout instead"),
     "existing run directory": (["-e", "sglang_launch_run_name=earlier-run"],
                                "/earlier-run already exists (a directory owned by UID 0, mode 0755); earlier dumps "
                                "are never overwritten or deleted, and no link is followed"),
@@ -149,6 +152,17 @@ def test_bad_request_is_refused_before_the_server_is_touched(node, fleet, case, 
     assert_untouched(node, pid)
     with open(os.path.join(earlier, "hs_0.pt"), "rb") as f:
         assert f.read() == b"earlier dump"
+    assert not os.path.exists(os.path.join(node.lock_path, "lock.json")), "the lock must be released after a failure"
+
+
+def test_a_stop_with_a_removed_variable_is_refused_before_the_server_is_touched(node, fleet):
+    pid = node.serving()
+
+    run = fleet.playbook("stop_sglang.yml", "-e", "sglang_stop_kill_timeout=5")
+
+    assert run.rc != 0
+    assert "set gpu_clean_kill_timeout instead" in " ".join(run.output.split()), run.output
+    assert_untouched(node, pid)
     assert not os.path.exists(os.path.join(node.lock_path, "lock.json")), "the lock must be released after a failure"
 
 

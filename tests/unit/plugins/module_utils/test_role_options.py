@@ -148,6 +148,14 @@ def test_the_stop_sets_what_the_roles_set_and_no_more():
                                                    if k != 'gpu_clean_verify')))
 
 
+def test_a_removed_stop_variable_is_refused_naming_its_replacement():
+    said = call(sglang_stop_kill_timeout=5)['refusals']
+    assert said == ["sglang_stop_kill_timeout was removed: the wait after SIGKILL is gpuops.host.gpu_clean's, set "
+                    "gpu_clean_kill_timeout instead (unset, gpuops.host.gpu_reap's default applies)."]
+    with pytest.raises(ro.RoleOptionsError, match='set gpu_clean_kill_timeout instead'):
+        ro.stop_options(getter(role_variables(sglang_stop_kill_timeout=None)))
+
+
 def test_verify_options_by_gpu_clean_names():
     assert ro.verify_options(getter({'gpu_clean_verify_timeout': 9, 'gpu_clean_gpus': [1], 'gpu_clean_x': 1})) == {
         'timeout': 9, 'gpus': [1]}
