@@ -11,8 +11,9 @@ short_description: The options that a gpuops.host role's variables give its modu
 version_added: 0.3.0
 description:
   - Reads the variables of a gpuops.host role, as the task that looks it up sees them (role defaults, inventory, play
-    and task variables, extra vars), and returns the options of the role's call, each option under the name of the
-    variable that sets it. An option whose variable is unset is left out, so that the module's own default applies.
+    and task variables, extra vars), and returns the options of the role's call, each option from the role's variable of
+    the same name (the role's prefix, then the option's name). An option whose variable is unset is left out, so that
+    the module's own default applies. A variable that was removed fails the lookup, naming its replacement.
   - The roles use it in their C(vars/main.yml); a play that calls the modules itself can use it the same way.
 options:
   _terms:
