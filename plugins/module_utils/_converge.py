@@ -21,15 +21,15 @@ from __future__ import annotations
 
 import socket
 
-from ansible_collections.gpuops.host.plugins.module_utils import _recovery as recovery
-from ansible_collections.gpuops.host.plugins.module_utils import _run_dir as run_dirs
 from ansible_collections.gpuops.host.plugins.module_utils._dump_dir import DumpDir, DumpDirError
-from ansible_collections.gpuops.host.plugins.module_utils import _server_config as config
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang as sglang
 from ansible_collections.gpuops.host.plugins.module_utils import _start as starts
 from ansible_collections.gpuops.host.plugins.module_utils._timeline import Timeline
 
 STATES = ('started', 'stopped', 'absent')
+
+# _recovery, _run_dir and _server_config are imported by the functions of a start only: a stop (the module's process
+# compiles every module it imports from the payload's source, before its SIGTERM) does not load them.
 
 
 def _record_path(p):
@@ -45,6 +45,7 @@ def recorded(p):
 def diff(p, before=None):
     """Before: the identity of the server recorded now (BEFORE, read where not given); after: that of the record
     this start writes."""
+    from ansible_collections.gpuops.host.plugins.module_utils import _server_config as config
     path = _record_path(p)
     before = recorded(p) if before is None else before
     after = ((p.get('record') or {}).get('fields') or {})
@@ -81,6 +82,8 @@ def _would(p, deps, timeline):
 
 
 def started(p, deps):
+    from ansible_collections.gpuops.host.plugins.module_utils import _recovery as recovery
+    from ansible_collections.gpuops.host.plugins.module_utils import _run_dir as run_dirs
     timeline = Timeline(deps.clock)
     before = recorded(p)
     changes = diff(p, before)
@@ -118,6 +121,7 @@ def _prepare(p, deps, timeline, made):
     """Before anything is stopped: P's directories, a systemd unit's log file, a container engine's exited containers
     of the collection's earlier runs, then the run directory of the dumps
     (``dump_made`` in MADE once it is made, so that a failure after it can remove it while it is empty)."""
+    from ansible_collections.gpuops.host.plugins.module_utils import _run_dir as run_dirs
     if p.get('directories'):
         with timeline.step('directories') as entry:
             try:
@@ -169,6 +173,7 @@ def relaunched(p, deps):
     """The configuration of the record P['relaunch']['record'] started again as it was recorded, checked as it was
     checked and recorded again (_recovery.rollback): what a multi-node server's nodes do together once the group
     failed and each one's server is stopped."""
+    from ansible_collections.gpuops.host.plugins.module_utils import _recovery as recovery
     timeline = Timeline(deps.clock)
     back = recovery.rollback(p, deps, p['relaunch']['record'], timeline, failed=p['relaunch'].get('failed'))
     if not back['ok']:

@@ -14,6 +14,7 @@ import stat
 import pytest
 
 from ansible_collections.gpuops.host.plugins.module_utils import _converge as converging
+from ansible_collections.gpuops.host.plugins.module_utils import _recovery
 from ansible_collections.gpuops.host.plugins.module_utils import _server_config as config
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang
 
@@ -388,7 +389,7 @@ def test_relaunch_starts_the_record_s_configuration_again_and_stops_nothing(step
         return {'ok': ok, 'marker': before['marker'], 'pid': 4400 if ok else None, 'gpus_serving': [0, 1],
                 'message': None if ok else 'it exited'}
 
-    monkeypatch.setattr(converging.recovery, 'rollback', rollback)
+    monkeypatch.setattr(_recovery, 'rollback', rollback)
     record = {'status': 'ok', 'marker': 'serving-1'}
     p = params(tmp_path, url=None, start=None, stop=None, relaunch={'record': record, 'failed': 'extraction-2'})
     if ok:

@@ -255,3 +255,14 @@ def test_a_lock_that_the_run_holds_is_checked_before_the_stop_and_again_after_it
     # A lock held by nobody, or another run, fails the next stop before it touches anything.
     outcome, result, dummy = run_module(sglang_server, stopping(args, lock={'run': 'run-a', 'path': lock_dir}))
     assert outcome == 'fail' and result['signalled'] is False and result['msg'].endswith('Nothing was drained or signalled.')
+
+
+def test_the_module_loads_no_module_of_a_start_or_a_launch():
+    # The node compiles every module it imports from the payload's source before the stop's SIGTERM: a stop imports
+    # only what it runs (the start's recovery, run directory and configuration, the launch's plan are a start's).
+    code = ('import sys; import ansible_collections.gpuops.host.plugins.modules.sglang_server; '
+            'print(" ".join(sorted(m.rsplit(".", 1)[-1] for m in sys.modules if ".module_utils._" in m)))')
+    loaded = subprocess.run([sys.executable, '-c', code], check=True, capture_output=True, text=True).stdout.split()
+    assert '_sglang' in loaded
+    assert not set(loaded) & {'_recovery', '_run_dir', '_server_config', '_lifecycle', '_launch', '_server_info',
+                              '_owner'}
