@@ -28,6 +28,7 @@ def summary(found):
     escalated = [s['pid'] for s in supervised if s.get('forced')]
     lost = None if [pid for pid in killed if pid in mains] or escalated else sum(d.get('lost') or 0 for d in drains)
     record = found.get('recorded')
+    lock = found.get('lock') or {}
     return {
         'servers': _pids(found['servers']),
         'elsewhere': _pids(found.get('elsewhere') or []),
@@ -47,6 +48,8 @@ def summary(found):
         'seconds_to_clean': round(float(reap.get('elapsed') or 0)
                                   + sum(float(s.get('seconds') or 0) for s in supervised), 2),
         'gpus_verified': len(((reap.get('verify') or {}).get('gpus')) or {}),
+        # the run whose host lock the stop released (its lock option): the fleet's own release is then not needed
+        'lock_released': ((lock.get('owner') or {}).get('run') or '') if lock.get('released') else '',
     }
 
 

@@ -83,6 +83,10 @@ def test_a_stop_that_removes_takes_the_record_and_the_secret_files_and_keeps_the
     assert stop.rc == 0, stop.output
     assert node.main_pids() == []
     assert "Removed what ran the recorded server: %s" % os.path.dirname(record["run_dir"]) in stop.output
+    # the stop's own call released the host lock, and said so: the play's release of it did not run
+    assert not os.path.exists(os.path.join(node.lock_path, "lock.json"))
+    release = stop.output.index("TASK [Release the host lock held by this run]")
+    assert stop.output[release:].split("\n", 2)[1].startswith("skipping: [node1]"), stop.output[release:]
     # the record, the PID file and every run's secret files are gone; the run history, the log and the dumps stay
     assert sorted(os.listdir(node.state_dir)) == ["runs.jsonl"]
     assert sorted(os.listdir(record["dump_dir"])) == sorted(dumps) and os.path.exists(record["log"])

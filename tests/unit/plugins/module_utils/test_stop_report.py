@@ -35,6 +35,13 @@ def test_the_summary_counts_what_the_stop_did():
     assert (s['in_flight'], s['forced'], s['seconds_to_clean'], s['gpus_verified']) == (2, False, 2.05, 2)
 
 
+def test_the_summary_names_the_run_whose_lock_the_stop_released():
+    assert report.summary(FOUND)['lock_released'] == ''
+    held = {'path': '/run/gpuops/lock.json', 'owner': {'run': '20261205T180000Z-7'}, 'taken_over': None}
+    assert report.summary(dict(FOUND, lock=dict(held, released=True)))['lock_released'] == '20261205T180000Z-7'
+    assert report.summary(dict(FOUND, lock=dict(held, released=False)))['lock_released'] == ''
+
+
 def test_a_main_process_or_a_supervisor_that_needed_sigkill_makes_the_loss_unknown():
     killed_main = dict(FOUND, reap=dict(FOUND['reap'], stopped=[{'pid': 4200, 'signals': ['SIGTERM', 'SIGKILL']}]))
     assert report.summary(killed_main)['lost'] is None
