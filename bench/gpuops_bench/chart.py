@@ -14,7 +14,8 @@ from .report import NAMES
 WIDTH = 760
 BAR_H, GAP, LABEL_W, PAD = 14, 4, 300, 16
 COLORS = {"hand_a": "#b0b0b0", "hand_b": "#d0d0d0", "gpuops_adhoc": "#4c78a8", "stop_sglang": "#1f4e79",
-          "gpuops_group": "#72b7b2", "recommended": "#1f4e79", "defaults": "#e45756"}
+          "stop_sglang_unbuffered": "#9ecae9", "gpuops_group": "#72b7b2", "recommended": "#1f4e79",
+          "defaults": "#e45756"}
 PALETTE = ("#f58518", "#54a24b", "#b279a2", "#9d755d", "#eeca3b")     # further fleet settings, in order
 FONT = 'font-family="sans-serif" font-size="12"'
 

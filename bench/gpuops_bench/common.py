@@ -70,6 +70,10 @@ def default_cfg():
     return path
 
 
+# The environment variable that makes every module run on a node pay for its payload's size (see Ansible.env).
+UNBUFFERED_ENV = {"PYTHONUNBUFFERED": "1"}
+
+
 class Ansible:
     """Runs ``ansible`` and ``ansible-playbook`` from this checkout against simulated nodes."""
 
@@ -78,7 +82,11 @@ class Ansible:
         self.env = dict(os.environ, ANSIBLE_CONFIG=self.config, ANSIBLE_COLLECTIONS_PATH=collections_path(),
                         ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_DEPRECATION_WARNINGS="0",
                         ANSIBLE_INVENTORY_UNPARSED_WARNING="0", PYTHONPATH=collections_path())
-        for key in ("GPUSIM_STATE", "LD_LIBRARY_PATH"):
+        # PYTHONUNBUFFERED as well: with it, the node's Python reads a pipelined module from stdin one byte per read()
+        # (strace; 0.38 s against 0.09 s for a 770 KB script here, about 0.2 s for sglang_server's 400 KB payload).
+        # ansible-playbook's local connection passes its own environment on to the node; over SSH a node's Python
+        # runs in the login environment of the node's user, which does not set it. UNBUFFERED_ENV puts it back.
+        for key in ("GPUSIM_STATE", "LD_LIBRARY_PATH", "PYTHONUNBUFFERED"):
             self.env.pop(key, None)
 
     def adhoc(self, inventory, module, args, pattern="all", check=False, timeout=300):

@@ -10,6 +10,7 @@ from . import asyncstop, downtime, fleet, gateway, multinode, prefetch, runstatu
 NAMES = {
     "hand_a": "hand procedure A", "hand_b": "hand procedure B",
     "gpuops_adhoc": "gpu_reap with verify (ad hoc)", "stop_sglang": "playbooks/stop_sglang.yml",
+    "stop_sglang_unbuffered": "stop_sglang.yml, PYTHONUNBUFFERED=1",
 }
 
 

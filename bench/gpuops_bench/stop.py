@@ -9,7 +9,7 @@ import json
 import os
 import time
 
-from .common import AGENTS, RECOMMENDED_CFG, REPO, WORK, Ansible, TrialNode, log, ratio, summary
+from .common import AGENTS, RECOMMENDED_CFG, REPO, UNBUFFERED_ENV, WORK, Ansible, TrialNode, log, ratio, summary
 from .nodes import SIGTERM_LINE
 from .timeline import LogTail, Tasks, callback_env
 
@@ -30,7 +30,10 @@ METHODS = {
     "hand_b": HAND_B.strip(),
     "gpuops_adhoc": "ansible node -m gpuops.host.gpu_reap -a '%s' (bench/ansible.cfg)" % json.dumps(REAP_ARGS),
     "stop_sglang": "ansible-playbook playbooks/stop_sglang.yml (bench/ansible.cfg, role defaults)",
+    "stop_sglang_unbuffered": "the same with PYTHONUNBUFFERED=1 in ansible-playbook's environment, which the local "
+                              "connection passes on to the node's Python",
 }
+PLAYBOOK_METHODS = ("stop_sglang", "stop_sglang_unbuffered")
 VARIANTS = {
     "prompt": (),                      # exits at the watchdog's next check after SIGTERM
     "ignore_sigterm": ("ignore_sigterm",),
@@ -74,7 +77,8 @@ def _trial(method, variant, workdir, ansible, watchdog):
             timeline = os.path.join(workdir, "timeline.jsonl")
             if os.path.exists(timeline):      # a work directory of an earlier bench run
                 os.unlink(timeline)
-            wall, out = ansible.playbook(inventory, STOP_PLAYBOOK, env=callback_env(timeline))
+            env = dict(callback_env(timeline), **(UNBUFFERED_ENV if method == "stop_sglang_unbuffered" else {}))
+            wall, out = ansible.playbook(inventory, STOP_PLAYBOOK, env=env)
             end = time.monotonic()
             verified = out.returncode == 0
             if not verified:
@@ -87,7 +91,7 @@ def _trial(method, variant, workdir, ansible, watchdog):
         sigterm, dummy = tail.first(SIGTERM_LINE)
         detail["sigterm_s"] = None if sigterm is None else round(sigterm - start, 3)
         detail["own_exit_s"] = None if None in (sigterm, clean_at) else round(clean_at - sigterm, 3)
-        if method == "stop_sglang" and None not in (sigterm, clean_at):
+        if method in PLAYBOOK_METHODS and None not in (sigterm, clean_at):
             tasks = Tasks(timeline)   # remote tasks before the SIGTERM and after the GPUs were free
             detail["remote_tasks_before_sigterm"] = len(tasks.remote(end=sigterm))
             detail["remote_tasks_after_free"] = len(tasks.remote(start=clean_at))
@@ -115,9 +119,9 @@ def _trial(method, variant, workdir, ansible, watchdog):
 
 def run(rounds, watchdog=5.0, methods=None):
     methods = [m for m in METHODS if methods is None or m in methods]
-    if "stop_sglang" in methods and not os.path.exists(STOP_PLAYBOOK):
+    if not os.path.exists(STOP_PLAYBOOK):
         log("playbooks/stop_sglang.yml not found: measured without it")
-        methods.remove("stop_sglang")
+        methods = [m for m in methods if m not in PLAYBOOK_METHODS]
     ansible = Ansible(RECOMMENDED_CFG)
     trials = []
     n = 0
