@@ -262,7 +262,10 @@ def test_the_module_loads_no_module_of_a_start_or_a_launch():
     # only what it runs (the start's recovery, run directory and configuration, the launch's plan are a start's).
     code = ('import sys; import ansible_collections.gpuops.host.plugins.modules.sglang_server; '
             'print(" ".join(sorted(m.rsplit(".", 1)[-1] for m in sys.modules if ".module_utils._" in m)))')
-    loaded = subprocess.run([sys.executable, '-c', code], check=True, capture_output=True, text=True).stdout.split()
+    # a fresh interpreter, with this one's import path (ansible-test units sets it in-process, not in the environment)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path for path in sys.path if path))
+    loaded = subprocess.run([sys.executable, '-c', code], check=True, capture_output=True, text=True,
+                            env=env).stdout.split()
     assert '_sglang' in loaded
     assert not set(loaded) & {'_recovery', '_run_dir', '_server_config', '_lifecycle', '_launch', '_server_info',
                               '_owner'}
