@@ -369,7 +369,8 @@ def info(p, deps):
         foreign_unit(p.get('unit_files'), result.get('unit_files') or {})
         missing_patch(p, after, checked)
     result.update(current=after, needs_restart=needs, reasons=reasons, changes=changes,
-                  diff={'before_header': '%s (running)' % p['record_path'], 'after_header': 'desired',
+                  diff={'before_header': '%s (%s)' % (p['record_path'], 'running' if server else 'not running'),
+                        'after_header': 'desired',
                         'before': config.render(before) if server else '', 'after': config.render(after)})
     return result
 

@@ -47,6 +47,13 @@ def restarted(run, host="node1"):
 
 
 def test_check_diff_shows_the_running_and_the_desired_command_line_and_touches_nothing(node, fleet):
+    # no server of the record runs yet: the whole configuration is new
+    fresh = fleet.playbook("restart_serving.yml", "--check", "--diff")
+    assert fresh.rc == 0, fresh.output
+    diff = lines_after(fresh, "sglang_launch : Converge SGLang on this host to mode serving")
+    assert "--- before: %s/server.json (not running)" % node.state_dir in diff, diff[:3000]
+    assert "+mode: serving" in diff and "-mode:" not in diff, diff[:3000]
+
     first = fleet.playbook("restart_serving.yml")
     assert first.rc == 0, first.output
     record = node.record()
