@@ -45,6 +45,12 @@ ENGINES = ('docker', 'podman')
 _TRUE = ('1', 'true', 'yes', 'on')
 
 
+def split_environment(env):
+    """ENV as (public, secret): the variables of PUBLIC_ENV go as they are, every other one is a secret."""
+    return (dict((k, v) for k, v in env.items() if k in PUBLIC_ENV),
+            dict((k, v) for k, v in env.items() if k not in PUBLIC_ENV))
+
+
 def marker(mode, host, now=None, token=None):
     """The name of a run: MODE, the UTC time, the inventory HOST (made a plain name) and a random part, so that two
     hosts on one shared dump root, or two runs in one second, never share a name, and no local user can predict it."""
@@ -92,8 +98,7 @@ class Request:
             env['PYTHONPATH'] = ':'.join(r['pythonpath'])
         env['SPT_NOENV'] = '1'
         self.env = env
-        self.public_env = dict((k, v) for k, v in env.items() if k in PUBLIC_ENV)
-        self.secret_env = dict((k, v) for k, v in env.items() if k not in PUBLIC_ENV)
+        self.public_env, self.secret_env = split_environment(env)
         self.model_path = r['model_path']
         self.hub = bool(HUB_ID.match(self.model_path))
         self.identity_config = self.state_dir + '/server-args.yaml'

@@ -19,7 +19,7 @@ from __future__ import annotations
 from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.gpuops.host.plugins.module_utils import _sglang_args as sargs
-from ansible_collections.gpuops.host.plugins.module_utils._launch import ENGINES, PUBLIC_ENV
+from ansible_collections.gpuops.host.plugins.module_utils._launch import ENGINES, split_environment
 from ansible_collections.gpuops.host.plugins.module_utils._launch_options import OPTIONS
 from ansible_collections.gpuops.host.plugins.module_utils._launch_request import REMOVED, refusals
 
@@ -119,8 +119,7 @@ class LaunchVariables:
         env = dict(_dict(get('sglang_launch_environment'), 'sglang_launch_environment'))
         env.update(_dict(spec.get('environment'), 'the mode\'s environment'))
         self.env = env
-        self.public_env = dict((k, v) for k, v in env.items() if k in PUBLIC_ENV)
-        self.secret_env = dict((k, v) for k, v in env.items() if k not in PUBLIC_ENV)
+        self.public_env, self.secret_env = split_environment(env)
 
     def request(self):
         """The launch option: every suboption from sglang_launch_NAME, or as DERIVED says."""
@@ -155,10 +154,10 @@ class LaunchVariables:
 def launch_call(get):
     """The sglang_launch role's call of gpuops.host.sglang_server: its options ``launch``, ``secret_server_args``
     (the arguments named like a secret, or in sglang_launch_secret_args) and ``secret_environment`` (every variable
-    but PUBLIC_ENV); the ``refusals``; the ``secrets`` to mask in a message the controller writes; and ``staged``,
-    whether the call goes through a plan in check mode first: a multi-node server (its nodes restart together), a
-    prefetch (it runs before the stop), or a dumping mode in a container (``image_dump_patch``: the image is searched
-    for the dump patch)."""
+    but _launch.PUBLIC_ENV); the ``refusals``; the ``secrets`` to mask in a message the controller writes; and
+    ``staged``, whether the call goes through a plan in check mode first: a multi-node server (its nodes restart
+    together), a prefetch (it runs before the stop), or a dumping mode in a container (``image_dump_patch``: the image
+    is searched for the dump patch)."""
     variables = LaunchVariables(get)
     image_dump_patch = variables.dumps and get('sglang_launch_supervisor') in ENGINES
     return {
