@@ -71,11 +71,15 @@ from ansible_collections.gpuops.host.plugins.module_utils._role_options import C
 class LookupModule(LookupBase):
     def run(self, terms, variables=None, **kwargs):
         variables = variables or {}
+        templated = {}
 
+        # each variable templated once per lookup: a call's options read some of them more than once
         def get(name, default=None):
             if name not in variables:
                 return default
-            return self._templar.template(variables[name])
+            if name not in templated:
+                templated[name] = self._templar.template(variables[name])
+            return templated[name]
 
         unknown = [term for term in terms if term not in CALLS]
         if unknown:

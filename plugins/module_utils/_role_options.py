@@ -99,7 +99,7 @@ class LaunchVariables:
 
     def __init__(self, get):
         self.get = get
-        modes = _dict(get('sglang_launch_modes'), 'sglang_launch_modes')
+        self.modes = modes = _dict(get('sglang_launch_modes'), 'sglang_launch_modes')
         mode = get('sglang_launch_mode')
         self.known = isinstance(mode, str) and mode in modes
         spec = _dict(modes[mode], 'sglang_launch_modes.' + mode) if self.known else {}
@@ -140,7 +140,7 @@ class LaunchVariables:
         get = self.get
         return refusals({
             'removed': [name for name in REMOVED if get(name, _UNSET) is not _UNSET],
-            'mode': get('sglang_launch_mode'), 'modes': list(_dict(get('sglang_launch_modes'), 'sglang_launch_modes')),
+            'mode': get('sglang_launch_mode'), 'modes': list(self.modes),
             'model_path': get('sglang_launch_model_path'), 'python': get('sglang_launch_python'),
             'module': get('sglang_launch_module'), 'run_name': get('sglang_launch_run_name'),
             'supervisor': get('sglang_launch_supervisor'), 'image': get('sglang_launch_image'),

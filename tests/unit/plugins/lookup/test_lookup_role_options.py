@@ -36,3 +36,16 @@ def test_a_variable_of_the_wrong_kind_fails_the_lookup_naming_it():
     variables = {'sglang_launch_modes': ['tuning'], 'sglang_launch_mode': 'tuning'}
     with pytest.raises(AnsibleLookupError, match='sglang_launch_modes must be a dict, got list'):
         run(['sglang_launch'], variables)
+
+
+def test_each_variable_is_templated_once_per_lookup(monkeypatch):
+    variables = {'sglang_stop_api_key': trust_as_template('{{ "sk-" ~ "stop" }}'), 'sglang_stop_state_dir': '/s'}
+    loader = DataLoader()
+    templar = Templar(loader=loader, variables=variables)
+    seen = []
+    template = templar.template
+    monkeypatch.setattr(templar, 'template', lambda value, **kw: seen.append(value) or template(value, **kw))
+    stop = LookupModule(loader=loader, templar=templar).run(['sglang_stop'], variables)[0]
+    assert stop['api_key'] == 'sk-stop' and stop['record_path'] == '/s/server.json'
+    # stop_options reads sglang_stop_api_key twice: whether it is set, then its value
+    assert seen.count(variables['sglang_stop_api_key']) == 1
