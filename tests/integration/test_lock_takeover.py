@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -56,6 +57,9 @@ def test_a_lock_taken_over_during_the_prefetch_fails_the_restart_before_the_stop
             time.sleep(0.05)
         with open(lock) as f:
             ours = json.load(f)
+        # the owner it records names this ansible-playbook process and its play
+        assert (ours["playbook"], ours["controller"], ours["controller_pid"]) == (
+            "Restart SGLang in serving mode", socket.gethostname(), proc.pid), ours
         take_over(node.lock_path, {"run": "20260101T060000Z-77", "playbook": "Restart SGLang in tuning mode",
                                    "controller": "ops-2", "taken": time.time()})
         output = proc.communicate(timeout=300)[0]

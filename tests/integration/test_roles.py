@@ -288,6 +288,19 @@ def test_crash_during_load_fails_fast_with_the_log_tail(node, fleet):
     assert node.main_pids() == []
 
 
+def test_a_request_that_no_playbook_makes_is_refused_before_any_host_is_touched(node, fleet):
+    pid = node.serving()
+
+    run = fleet.playbook("fleet_run.yml", "-e", "gpuops_action=reboot")
+
+    assert run.rc != 0
+    assert ("Run one of the playbooks restart_extraction, restart_tuning, restart_serving, stop_sglang or verify_gpus: "
+            "gpuops_action must be one of restart, stop, verify (got 'reboot')") in " ".join(run.output.split()), run.output
+    assert "TASK [Take the host lock]" not in run.output
+    assert_untouched(node, pid)
+    assert not os.path.exists(os.path.join(node.lock_path, "lock.json"))
+
+
 def test_lock_held_by_another_run_is_refused_and_a_stale_one_taken_over(node, fleet):
     pid = node.serving()
     lock = os.path.join(node.lock_path, "lock.json")
