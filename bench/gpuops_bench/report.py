@@ -11,6 +11,7 @@ NAMES = {
     "hand_a": "hand procedure A", "hand_b": "hand procedure B",
     "gpuops_adhoc": "gpu_reap with verify (ad hoc)", "stop_sglang": "playbooks/stop_sglang.yml",
     "stop_sglang_unbuffered": "stop_sglang.yml, PYTHONUNBUFFERED=1",
+    "stop_call": "its call alone (bench/playbooks/stop_call.yml)",
 }
 
 
@@ -247,6 +248,11 @@ def _explain_stop(stop, overhead):
                          end - pb["gpus_clean_s"]["median"], pb["seconds"]["median"] - end))
         else:
             text += "; after the GPUs were free: %.2f s." % after
+        alone = methods.get("stop_call", {}).get("over_own_exit_s", {}).get("median")
+        if alone is not None:
+            text += (" The same call alone in a one-task play (bench/playbooks/stop_call.yml): %.2f s over the server's "
+                     "own exit; the fleet play around it (the run's name, the role's include and argument checks, the "
+                     "report, the unlock's check, the summary) adds %.2f s." % (alone, over - alone))
         if call is not None:
             text += " A remote task costs about %.2f s here (measurement 'module overhead')." % call
         out.append(text)

@@ -23,6 +23,7 @@ POLL_INTERVAL = 0.1
 VERIFY_ARGS = {"expected_count": 8, "timeout": 60}
 REAP_ARGS = {"presets": ["sglang"], "kill_mode": "mixed", "term_timeout": 60, "verify": VERIFY_ARGS}
 STOP_PLAYBOOK = os.path.join(REPO, "playbooks", "stop_sglang.yml")
+CALL_PLAYBOOK = os.path.join(REPO, "bench", "playbooks", "stop_call.yml")
 
 METHODS = {
     "hand_a": HAND_A.strip().replace("python %s --once" % os.path.join(AGENTS, "nvml_watch.py"),
@@ -32,8 +33,10 @@ METHODS = {
     "stop_sglang": "ansible-playbook playbooks/stop_sglang.yml (bench/ansible.cfg, role defaults)",
     "stop_sglang_unbuffered": "the same with PYTHONUNBUFFERED=1 in ansible-playbook's environment, which the local "
                               "connection passes on to the node's Python",
+    "stop_call": "ansible-playbook bench/playbooks/stop_call.yml: the call that stop_sglang.yml makes, alone in a "
+                 "one-task play (bench/ansible.cfg)",
 }
-PLAYBOOK_METHODS = ("stop_sglang", "stop_sglang_unbuffered")
+PLAYBOOK_METHODS = ("stop_sglang", "stop_sglang_unbuffered", "stop_call")
 VARIANTS = {
     "prompt": (),                      # exits at the watchdog's next check after SIGTERM
     "ignore_sigterm": ("ignore_sigterm",),
@@ -45,8 +48,8 @@ DEFINITION = (
     "process listed and v2 used <= 32 MiB on all 8 GPUs) first saw all GPUs at baseline; none when it never did.")
 
 
-# The task of the stop's one call in stop_sglang.yml (roles/sglang_stop/tasks/main.yml).
-STOP_CALL = r"^gpuops\.host\.sglang_stop : Find, drain, stop through the supervisors"
+# The task of the stop's one call in stop_sglang.yml (roles/sglang_stop/tasks/main.yml) and in stop_call.yml.
+STOP_CALL = r"Find, drain, stop through the supervisors"
 
 
 def _trial(method, variant, workdir, ansible, watchdog):
@@ -78,7 +81,7 @@ def _trial(method, variant, workdir, ansible, watchdog):
             if os.path.exists(timeline):      # a work directory of an earlier bench run
                 os.unlink(timeline)
             env = dict(callback_env(timeline), **(UNBUFFERED_ENV if method == "stop_sglang_unbuffered" else {}))
-            wall, out = ansible.playbook(inventory, STOP_PLAYBOOK, env=env)
+            wall, out = ansible.playbook(inventory, CALL_PLAYBOOK if method == "stop_call" else STOP_PLAYBOOK, env=env)
             end = time.monotonic()
             verified = out.returncode == 0
             if not verified:
