@@ -18,10 +18,9 @@ from __future__ import annotations
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.gpuops.host.plugins.module_utils import _sglang_args as sargs
-from ansible_collections.gpuops.host.plugins.module_utils._launch import ENGINES, split_environment
-from ansible_collections.gpuops.host.plugins.module_utils._launch_options import OPTIONS
-from ansible_collections.gpuops.host.plugins.module_utils._launch_request import REMOVED, refusals
+# The launch's modules (_sglang_args, _launch, _launch_options, _launch_request) are imported by the functions of a
+# launch only: the lookup runs in the worker of each task that uses it, which compiles every collection module it
+# imports from source (ansible-core's collection loader keeps no bytecode), and a stop's call does not need them.
 
 # gpu_reap's options that gpuops.host.gpu_clean documents, which the stop's reap takes too.
 REAP = ('nvml_processes', 'other_namespaces', 'max_processes', 'protect', 'protect_defaults', 'protect_gateways',
@@ -80,6 +79,7 @@ def reap_options(get):
 def stop_options(get):
     """gpuops.host.sglang_server's stop option from the sglang_stop_* variables (and gpu_clean_*'s reap and verify)."""
     if get('sglang_stop_kill_timeout', _UNSET) is not _UNSET:
+        from ansible_collections.gpuops.host.plugins.module_utils._launch_request import REMOVED
         raise RoleOptionsError(REMOVED['sglang_stop_kill_timeout'])
     options = {'record_path': '%s/server.json' % get('sglang_stop_state_dir'), 'reap': reap_options(get)}
     options.update((option, get('sglang_stop_' + name)) for option, name in STOP.items())
@@ -98,6 +98,8 @@ class LaunchVariables:
     the model, the address and a multi-node server's place give, and the server's environment."""
 
     def __init__(self, get):
+        from ansible_collections.gpuops.host.plugins.module_utils import _sglang_args as sargs
+        from ansible_collections.gpuops.host.plugins.module_utils._launch import split_environment
         self.get = get
         self.modes = modes = _dict(get('sglang_launch_modes'), 'sglang_launch_modes')
         mode = get('sglang_launch_mode')
@@ -123,6 +125,7 @@ class LaunchVariables:
 
     def request(self):
         """The launch option: every suboption from sglang_launch_NAME, or as DERIVED says."""
+        from ansible_collections.gpuops.host.plugins.module_utils._launch_options import OPTIONS
         get = self.get
         request = dict((name, get('sglang_launch_' + name)) for name in OPTIONS if name not in DERIVED)
         request.update(
@@ -137,6 +140,7 @@ class LaunchVariables:
 
     def refusals(self):
         """What is wrong with the request before the node is read (_launch_request.refusals)."""
+        from ansible_collections.gpuops.host.plugins.module_utils._launch_request import REMOVED, refusals
         get = self.get
         return refusals({
             'removed': [name for name in REMOVED if get(name, _UNSET) is not _UNSET],
@@ -158,6 +162,8 @@ def launch_call(get):
     ``staged``, whether the call goes through a plan in check mode first: a multi-node server (its nodes restart
     together), a prefetch (it runs before the stop), or a dumping mode in a container (``image_dump_patch``: the image
     is searched for the dump patch)."""
+    from ansible_collections.gpuops.host.plugins.module_utils import _sglang_args as sargs
+    from ansible_collections.gpuops.host.plugins.module_utils._launch import ENGINES
     variables = LaunchVariables(get)
     image_dump_patch = variables.dumps and get('sglang_launch_supervisor') in ENGINES
     return {
