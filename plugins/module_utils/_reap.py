@@ -124,14 +124,38 @@ class Reaper:
         return self.targets
 
     def run(self):
-        """Stop everything selected; device holders after the selected processes."""
+        """Stop everything selected; device holders after the selected processes.
+
+        The GPU holders left alone (``foreign``) are looked for while the last phase's targets exit, right after its
+        first signals: the scan reads the open files of every process of the node (0.56 s for 2,000 processes of 50
+        files each, make bench), which the wait for an SGLang server's own shutdown hides. Once the targets are gone,
+        only the processes started since are read; those found earlier that were selected later, or that have
+        exited since, are left out."""
         self._check_visible()
-        for devices in (False, True) if self.options.device_holders else (False,):
+        phases = (False, True) if self.options.device_holders else (False,)
+        early = {}
+
+        def scan(phase):
+            table, selected = self.procs.snapshot(), dict(self.targets)
+            selected.update(phase)
+            early.update(table=table, foreign=self.selection.foreign(table, selected, self.gpu_devices))
+
+        for devices in phases:
             phase = self._phase(self.procs.snapshot(), devices)
             if phase:
-                self.escalation.stop(phase)
+                last = devices == phases[-1]
+                self.escalation.stop(phase, meanwhile=(lambda: scan(phase)) if last else None)
                 self.targets.update(phase)
-        self.foreign = self.selection.foreign(self.procs.snapshot(), self.targets, self.gpu_devices)
+        table = self.procs.snapshot()
+        if not early:
+            self.foreign = self.selection.foreign(table, self.targets, self.gpu_devices)
+            return self.targets
+        scanned = early['table']
+        fresh = dict((pid, proc) for pid, proc in table.items()
+                     if pid not in scanned or scanned[pid].start != proc.start)
+        found = [f for f in early['foreign'] if f['pid'] not in self.targets and self.procs.alive(scanned[f['pid']])]
+        found.extend(self.selection.foreign(fresh, self.targets, self.gpu_devices))
+        self.foreign = sorted(found, key=lambda f: f['pid'])
         return self.targets
 
     # -- results --

@@ -82,9 +82,10 @@ class Escalation:
             else:
                 t.kill_at = max(now, term_deadline)
 
-    def stop(self, phase):
+    def stop(self, phase, meanwhile=None):
         """Stop every target of ``phase`` (a ``_reap_selection.Phase``); returns those still
-        alive ``kill_timeout`` seconds after SIGKILL."""
+        alive ``kill_timeout`` seconds after SIGKILL. ``meanwhile``, where given, is called once
+        right after the first signals: work that the targets' own exit hides."""
         o = self.options
         start = self.clock()
         term_deadline = start + o.term_timeout
@@ -94,6 +95,8 @@ class Escalation:
             t.kill_at = term_deadline
         for t in first:
             self._signal(t, o.term_signal)
+        if meanwhile is not None:
+            meanwhile()
         scanned = start
         settled = False
         while True:

@@ -31,7 +31,7 @@ class World:
 
     Behaviour on the polite signal (``on_term``): ``('exit', seconds)``, ``('drain', seconds)``
     (exit and SIGKILL its own descendants then, as an SGLang server does), ``('spawn', pid)``
-    (fork a new child at once, then exit a second later), or ``'ignore'``. SIGKILL ends a
+    (fork a new child at once, holding the parent's open files, then exit a second later), or ``'ignore'``. SIGKILL ends a
     process at once unless it is in state D. An exited process becomes a zombie while its
     parent lives, else it disappears. A pending ``'unmap'`` empties a command line, as an
     exiting process shows it before its exit.
@@ -204,7 +204,8 @@ class World:
         elif self.behaviour[pid] != 'ignore':
             what, arg = self.behaviour[pid]
             if what == 'spawn':
-                self.add(arg, pid, ['python3', '-c', 'compile worker'], on_term='ignore')
+                # a forked child holds its parent's open files
+                self.add(arg, pid, ['python3', '-c', 'compile worker'], on_term='ignore', fds=self.fds[pid])
                 self.pending.append((self.now + 1.0, pid, 'exit'))
             else:
                 self.pending.append((self.now + arg, pid, what))
@@ -836,6 +837,76 @@ def test_foreign_gpu_holders_are_reported_with_user_command_and_gpu_not_signalle
     assert foreign[700]['cmdline'] == 'python3 train.py --epochs 3'
     assert foreign[700]['gpus'] == [{'device': '/dev/nvidia5', 'index': 5, 'uuid': 'GPU-5', 'used_mib': 20480}]
     assert foreign[701]['devices'] == ['/dev/nvidiactl'] and foreign[701]['gpus'] == []
+
+
+def test_foreign_gpu_holders_are_read_while_the_servers_exit_and_those_gone_since_are_left_out():
+    w = World()
+    w.sglang(tp=1, on_term=('drain', 2.0))
+    w.add(700, 1, ['python3', 'train.py'], fds=['/dev/nvidia5'], owner='alice')
+    w.add(701, 1, ['python3', 'eval.py'], fds=['/dev/nvidia4'], owner='bob')
+    w.pending.append((1.0, 701, 'exit'))  # bob's job ends while the server shuts down
+    reads = []
+    open_files = w.open_files
+    w.open_files = lambda pid, denied=None: reads.append((w.now, pid)) or open_files(pid, denied)
+    r = reaper(w, presets=['sglang'])
+    r.run()
+    result = r.result()
+    # every process's files read once, right after the SIGTERM, not after the server's 2 s exit
+    assert w.sent[0] == (0.0, 100, 'SIGTERM') and sorted(set(t for t, pid in reads)) == [0.0]
+    assert [f['pid'] for f in result['foreign']] == [700]
+    assert stopped(result) == [100, 101, 110, 111] and result['elapsed'] == pytest.approx(2.0, abs=0.05)
+
+
+def test_a_gpu_holder_started_while_the_servers_exit_is_named_too():
+    w = World()
+    w.sglang(tp=1, on_term=('drain', 2.0))
+    w.add(700, 1, ['python3', 'train.py'], fds=['/dev/nvidia5'], owner='alice')
+    sleep = w.sleep
+
+    def sleeping(seconds):
+        sleep(seconds)
+        if w.now >= 1.0 and 720 not in w.table:  # a monitor opens /dev/nvidiactl during the drain
+            w.add(720, 1, ['python3', 'gpu_monitor.py'], fds=['/dev/nvidiactl'], owner='carol')
+    w.sleep = sleeping
+    r = reaper(w, presets=['sglang'])
+    r.run()
+    result = r.result()
+    assert [(f['pid'], f['user'], f['devices']) for f in result['foreign']] == [
+        (700, 'alice', ['/dev/nvidia5']), (720, 'carol', ['/dev/nvidiactl'])]
+
+
+def test_a_gpu_holder_that_the_server_forks_as_it_exits_is_stopped_not_reported_as_foreign():
+    w = World()
+    w.add(100, 1, ['python3', '-m', 'sglang.launch_server'], fds=['/dev/nvidia0'], on_term=('spawn', 150))
+    r = reaper(w, presets=['sglang'])
+    r.run()
+    result = r.result()
+    assert stopped(result) == [100, 150] and w.signals_to(150) == ['SIGKILL']
+    assert result['foreign'] == []
+
+
+def test_a_forked_gpu_holder_that_cannot_be_stopped_is_reported_as_unsignalled_not_as_foreign():
+    w = World()
+    w.add(100, 1, ['python3', '-m', 'sglang.launch_server'], fds=['/dev/nvidia0'], on_term=('spawn', 150))
+    w.eperm.add(150)
+    r = reaper(w, presets=['sglang'])
+    r.run()
+    with pytest.raises(ReapFailure) as failure:
+        r.result()
+    assert [u['pid'] for u in failure.value.result['unsignalled']] == [150] and 150 in w.table
+    assert failure.value.result['foreign'] == []
+
+
+def test_with_device_holders_the_holders_of_the_second_phase_are_stopped_not_reported_as_foreign():
+    w = World()
+    w.sglang(tp=1, on_term=('drain', 1.0))
+    w.add(700, 1, ['python3', 'train.py'], fds=['/dev/nvidia0'], on_term=('exit', 0.5))
+    w.add(701, 1, ['python3', 'other.py'], fds=['/dev/nvidia4'])
+    r = reaper(w, presets=['sglang'], device_holders=True, devices=['/dev/nvidia0'])
+    r.run()
+    result = r.result()
+    assert stopped(result) == [100, 101, 110, 111, 700] and w.signals_to(700) == ['SIGTERM']
+    assert [f['pid'] for f in result['foreign']] == [701]
 
 
 def test_opt_in_stops_holders_of_the_given_gpus_only_term_first_and_term_for_late_holders():
