@@ -113,7 +113,9 @@ def _stop(stop):
            "goal." % stop["watchdog_interval_s"], ""]
     for variant, methods in stop["variants"].items():
         title = {"prompt": "Server that exits on SIGTERM",
-                 "ignore_sigterm": "Highest TP rank ignores SIGTERM"}.get(variant, variant)
+                 "ignore_sigterm": "Highest TP rank ignores SIGTERM",
+                 "crowded": "Server that exits on SIGTERM, on a node of %d more processes of %d open files each"
+                            % tuple(stop.get("crowd") or (0, 0))}.get(variant, variant)
         out += ["### %s" % title, "",
                 "| Method | Time to clean (s) | min-max | vs A | SIGTERM at (s) | Own exit (s) | Over own exit (s) "
                 "| Module (s) | Module over own exit (s) | Node clean | Decoys killed |",

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 
-from .common import AGENTS, RECOMMENDED_CFG, REPO, UNBUFFERED_ENV, WORK, Ansible, TrialNode, log, ratio, summary
+from .common import (AGENTS, RECOMMENDED_CFG, REPO, UNBUFFERED_ENV, VENV_PYTHON, WORK, Ansible, TrialNode, log, ratio,
+                     summary)
 from .nodes import SIGTERM_LINE
 from .timeline import LogTail, Tasks, callback_env
 
@@ -40,7 +42,13 @@ PLAYBOOK_METHODS = ("stop_sglang", "stop_sglang_unbuffered", "stop_call")
 VARIANTS = {
     "prompt": (),                      # exits at the watchdog's next check after SIGTERM
     "ignore_sigterm": ("ignore_sigterm",),
+    "crowded": (),                     # prompt, on a node of CROWD processes
 }
+# The crowded node: 2,000 more idle processes of 50 open files each (agents/crowd.py, as the scan measurement's), where
+# reading every process's files (the listener's tie, the GPU holders left alone) costs about 0.5 s; the methods of
+# gpuops only.
+CROWD = (2000, 50)
+CROWD_METHODS = ("gpuops_adhoc", "stop_sglang", "stop_call")
 DEFINITION = (
     "seconds from the start of the procedure until every GPU is verified at zero. gpuops: until gpu_reap's "
     "verification (ad hoc, or inside stop_sglang.yml) has returned clean, i.e. the end of the command. Hand procedures: the "
@@ -54,6 +62,12 @@ STOP_CALL = r"Find, drain, stop through the supervisors"
 
 def _trial(method, variant, workdir, ansible, watchdog):
     with TrialNode(workdir, faults=VARIANTS[variant], watchdog=watchdog) as node:
+        crowd = None
+        if variant == "crowded":
+            crowd = node.sb.popen([VENV_PYTHON, os.path.join(AGENTS, "crowd.py")] + [str(n) for n in CROWD],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/")
+            if not crowd.stdout.readline().startswith("ready"):
+                raise RuntimeError("the crowd of idle processes did not start")
         inventory = node.inventory()
         script = os.path.join(workdir, "procedure.sh")
         with open(script, "w") as f:
@@ -105,6 +119,9 @@ def _trial(method, variant, workdir, ansible, watchdog):
                 detail["call_start_s"] = round(call_start - start, 3)
                 detail["call_end_s"] = round(call_end - start, 3)
         census = node.census()
+        if crowd is not None:
+            crowd.stdin.close()
+            crowd.wait(60)
     if method in ("hand_a", "hand_b"):
         verified_at = max(end, clean_at) if clean_at else None
     else:
@@ -129,8 +146,9 @@ def run(rounds, watchdog=5.0, methods=None):
     trials = []
     n = 0
     for variant in VARIANTS:
+        chosen = [m for m in methods if variant != "crowded" or m in CROWD_METHODS]
         for r in range(rounds):
-            order = methods[r % len(methods):] + methods[:r % len(methods)]   # rotate who goes first
+            order = chosen[r % len(chosen):] + chosen[:r % len(chosen)]   # rotate who goes first
             for method in order:
                 n += 1
                 t = _trial(method, variant, os.path.join(WORK, "nodes", "stop%02d" % n), ansible, watchdog)
@@ -138,12 +156,14 @@ def run(rounds, watchdog=5.0, methods=None):
                     variant, method, r + 1, t["seconds"], t["node_clean"], ",".join(t["decoys_killed"]) or "none"))
                 trials.append(t)
     report = {"definition": DEFINITION, "watchdog_interval_s": watchdog, "rounds": rounds,
-              "poll_interval_s": POLL_INTERVAL,
+              "poll_interval_s": POLL_INTERVAL, "crowd": list(CROWD),
               "methods": dict((m, METHODS[m]) for m in methods), "variants": {}}
     for variant in VARIANTS:
         rows = {}
         for m in methods:
             ts = [t for t in trials if t["variant"] == variant and t["method"] == m]
+            if not ts:
+                continue
             killed = sorted(set(d for t in ts for d in t["decoys_killed"]))
             rows[m] = {"seconds": summary([t["seconds"] for t in ts]),
                        "gpus_clean_s": summary([t["gpus_clean_s"] for t in ts]),

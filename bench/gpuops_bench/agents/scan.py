@@ -25,13 +25,9 @@ import time
 # The per-GPU device files: what gpu_reap's `devices` names and fuser is given.
 GPU_DEVICES = "/dev/nvidia[0-9]*"
 
-# gpu_reap's parameters as the module's argument spec gives them, with device_holders over GPU_DEVICES.
-MODULE_PARAMS = {
-    "patterns": None, "presets": None, "environ": None, "pids": None, "descendants": True, "sessions": True,
-    "other_namespaces": False, "nvml_processes": False, "device_holders": True, "devices": [GPU_DEVICES],
-    "max_processes": 512, "protect": None, "protect_defaults": True, "kill_mode": "mixed",
-    "term_signal": "SIGTERM", "term_timeout": 30.0, "kill_timeout": 10.0,
-}
+# gpu_reap's parameters beyond the defaults of its argument spec (_reap_options.argument_spec): device_holders over
+# GPU_DEVICES.
+DEVICE_HOLDERS = {"device_holders": True, "devices": [GPU_DEVICES]}
 
 
 def spawn(count, files):
@@ -67,7 +63,8 @@ def main(argv):
         _namespaces, _procs, _reap_options, _reap_selection)
 
     devices = sorted(glob.glob(GPU_DEVICES))
-    options = _reap_options.parse_options(MODULE_PARAMS)
+    params = dict((name, spec.get("default")) for name, spec in _reap_options.argument_spec().items())
+    options = _reap_options.parse_options(dict(params, **DEVICE_HOLDERS))
 
     def fuser():
         t = time.monotonic()
