@@ -127,7 +127,7 @@ class Reaper:
         """Stop everything selected; device holders after the selected processes.
 
         The GPU holders left alone (``foreign``) are looked for while the last phase's targets exit, right after its
-        first signals: the scan reads the open files of every process of the node (0.56 s for 2,000 processes of 50
+        first signals: the scan reads the open files of every process of the node (about 0.5 s for 2,000 processes of 50
         files each, make bench), which the wait for an SGLang server's own shutdown hides. Once the targets are gone,
         only the processes started since are read; those found earlier that were selected later, or that have
         exited since, are left out."""
