@@ -64,6 +64,7 @@ import socket
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 from ansible_collections.gpuops.host.plugins.plugin_utils._fleet_run import FleetRunError, named
+from ansible_collections.gpuops.host.plugins.plugin_utils._variables import reader
 
 
 def _controller():
@@ -77,11 +78,7 @@ class LookupModule(LookupBase):
     def run(self, terms, variables=None, **kwargs):
         if terms:
             raise AnsibleLookupError('gpuops.host.fleet_run takes no terms, got %s' % ', '.join(map(str, terms)))
-        variables = variables or {}
-
-        def get(name, default=None):
-            return self._templar.template(variables[name]) if name in variables else default
-
+        get = reader(self._templar, variables or {})
         try:
             return [named(get, datetime.datetime.now(datetime.timezone.utc), random.randrange(1000000), _controller())]
         except FleetRunError as exc:

@@ -66,20 +66,13 @@ _raw:
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 from ansible_collections.gpuops.host.plugins.module_utils._role_options import CALLS, RoleOptionsError
+from ansible_collections.gpuops.host.plugins.plugin_utils._variables import reader
 
 
 class LookupModule(LookupBase):
     def run(self, terms, variables=None, **kwargs):
-        variables = variables or {}
-        templated = {}
-
         # each variable templated once per lookup: a call's options read some of them more than once
-        def get(name, default=None):
-            if name not in variables:
-                return default
-            if name not in templated:
-                templated[name] = self._templar.template(variables[name])
-            return templated[name]
+        get = reader(self._templar, variables or {})
 
         unknown = [term for term in terms if term not in CALLS]
         if unknown:

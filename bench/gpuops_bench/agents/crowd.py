@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """A crowded node for make bench, run inside a simulated node: COUNT idle processes holding FILES open files each
-(half tmp files, half /dev/null, as agents/scan.py's), until stdin closes. Prints "ready" once they all run.
+(agents/scan.py's, none of them a GPU device file), until stdin closes. Prints "ready" once they all run.
 
     python crowd.py COUNT FILES
 """
@@ -11,24 +11,15 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
+
+from scan import spawn  # this directory is the script's: the first entry of sys.path
 
 
 def main(argv):
-    count, files = int(argv[1]), int(argv[2])
-    tmp = tempfile.mkdtemp(prefix="crowd-")
-    fds = [os.open(os.path.join(tmp, "f%d" % i), os.O_RDWR | os.O_CREAT, 0o600) for i in range(files // 2)]
-    fds += [os.open("/dev/null", os.O_RDONLY) for dummy in range(files - len(fds))]
-    r, w = os.pipe()
-    for dummy in range(count):
-        if os.fork() == 0:
-            os.close(w)
-            os.read(r, 1)   # until the parent exits
-            os._exit(0)
-    for fd in fds + [r]:
-        os.close(fd)
+    w = spawn(int(argv[1]), int(argv[2]), gpu_holders=False)[0]
     print("ready", flush=True)
     sys.stdin.read()
+    os.close(w)
     return 0
 
 

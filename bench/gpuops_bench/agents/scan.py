@@ -30,14 +30,15 @@ GPU_DEVICES = "/dev/nvidia[0-9]*"
 DEVICE_HOLDERS = {"device_holders": True, "devices": [GPU_DEVICES]}
 
 
-def spawn(count, files):
-    """Fork COUNT children that hold FILES files open until our pipe closes; return the pipe."""
+def spawn(count, files, gpu_holders=True):
+    """Fork COUNT children that hold FILES files open until our pipe closes, the first eight of them (with
+    GPU_HOLDERS) each a GPU device file too; return the pipe, the children's PIDs and the holders."""
     tmp = tempfile.mkdtemp(prefix="scan-")
     fds = [os.open(os.path.join(tmp, "f%d" % i), os.O_RDWR | os.O_CREAT, 0o600) for i in range(files // 2)]
     fds += [os.open("/dev/null", os.O_RDONLY) for dummy in range(files - len(fds))]
     r, w = os.pipe()
     pids, holders = [], {}
-    gpus = sorted(glob.glob(GPU_DEVICES))
+    gpus = sorted(glob.glob(GPU_DEVICES)) if gpu_holders else []
     for i in range(count):
         pid = os.fork()
         if pid == 0:
